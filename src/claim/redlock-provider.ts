@@ -1,0 +1,136 @@
+/**
+ * Redlock over independent Redis masters (quorum = majority). One attempt per call, no retries: a
+ * tick is a race and its losers stop at once. Explicit acquire/extend/release, no `using()` (see the
+ * engineering notes for its auto-extension traps).
+ */
+import { Redis } from 'ioredis';
+import Redlock, { ExecutionError, ResourceLockedError, type Lock } from 'redlock';
+import { redactUrl } from '../config/redact.js';
+import { errorMessage, LockUnavailableError } from '../errors.js';
+import type { Logger } from '../log.js';
+import type { Lease, LockProvider, QuorumState } from './lock.js';
+
+export interface RedlockOptions {
+  urls: string[];
+  prefix: string;
+  log: Logger;
+  /** Per-command deadline, so that a hung master cannot stall a tick. */
+  commandTimeoutMs?: number;
+}
+
+type Votes = { locked: number; failed: number; quorum: number };
+
+async function countVotes(err: ExecutionError): Promise<Votes> {
+  const stats = await Promise.all(err.attempts);
+  const last = stats[stats.length - 1];
+  let locked = 0;
+  let failed = 0;
+  for (const e of last?.votesAgainst.values() ?? []) {
+    if (e instanceof ResourceLockedError) locked += 1;
+    else failed += 1;
+  }
+  return { locked, failed, quorum: last?.quorumSize ?? 1 };
+}
+
+export class RedlockProvider implements LockProvider {
+  readonly kind = 'redlock' as const;
+  private readonly clients: Redis[];
+  private readonly redlock: Redlock;
+  private readonly prefix: string;
+  private readonly log: Logger;
+  private readonly urls: string[];
+
+  constructor(options: RedlockOptions) {
+    this.urls = options.urls;
+    this.prefix = options.prefix;
+    this.log = options.log;
+    this.clients = options.urls.map((url) => {
+      const client = new Redis(url, {
+        lazyConnect: true,
+        // Fail fast while a master is down instead of queueing commands: the row takes over.
+        enableOfflineQueue: false,
+        maxRetriesPerRequest: 0,
+        connectTimeout: 2000,
+        commandTimeout: options.commandTimeoutMs ?? 1000,
+        retryStrategy: (times) => Math.min(100 * 2 ** Math.min(times, 5), 2000),
+      });
+      let lastLogged = 0;
+      client.on('error', (err) => {
+        // ioredis repeats the same error on every reconnect attempt; keep the log readable.
+        if (Date.now() - lastLogged > 30_000) {
+          lastLogged = Date.now();
+          this.log.warn({ redis: redactUrl(url), err: { message: errorMessage(err) } }, 'redis master unreachable');
+        }
+      });
+      return client;
+    });
+    this.redlock = new Redlock(this.clients, { retryCount: 0, driftFactor: 0.01 });
+    // Redlock re-emits client errors during operations; they are counted as votes already.
+    this.redlock.on('error', () => {});
+  }
+
+  async connect(): Promise<void> {
+    const results = await Promise.allSettled(this.clients.map((c) => c.connect()));
+    const up = results.filter((r) => r.status === 'fulfilled').length;
+    const quorum = Math.floor(this.clients.length / 2) + 1;
+    if (up < quorum) {
+      const down = results
+        .map((r, i) => (r.status === 'rejected' ? `${redactUrl(this.urls[i]!)} (${errorMessage(r.reason)})` : null))
+        .filter(Boolean);
+      throw new LockUnavailableError(`Redis quorum unreachable: ${up} of ${this.clients.length} masters answer, ${quorum} needed; down: ${down.join(', ')}`);
+    }
+  }
+
+  state(): QuorumState {
+    const up = this.clients.filter((c) => c.status === 'ready').length;
+    const quorum = Math.floor(this.clients.length / 2) + 1;
+    if (up === this.clients.length) return 'ok';
+    return up >= quorum ? 'degraded' : 'down';
+  }
+
+  async tryAcquire(key: string, ttlMs: number): Promise<Lease | null> {
+    const resource = `${this.prefix}lock:${key}`;
+    let lock: Lock;
+    try {
+      lock = await this.redlock.acquire([resource], ttlMs);
+    } catch (err) {
+      if (!(err instanceof ExecutionError)) throw new LockUnavailableError(`redlock: ${errorMessage(err)}`, { cause: err });
+      const votes = await countVotes(err);
+      // Any master that says "held" means another claimant is ahead: a lost race, not an outage.
+      if (votes.locked > 0) return null;
+      throw new LockUnavailableError(`Redis quorum unreachable for ${resource}: ${votes.failed} masters failed, ${votes.quorum} needed`, { cause: err });
+    }
+    return this.lease(resource, lock);
+  }
+
+  private lease(resource: string, initial: Lock): Lease {
+    let lock = initial;
+    return {
+      key: resource,
+      extend: async (ttlMs) => {
+        try {
+          lock = await lock.extend(ttlMs);
+          return 'ok';
+        } catch (err) {
+          if (err instanceof ExecutionError) {
+            const votes = await countVotes(err);
+            return votes.locked > 0 || votes.failed < votes.quorum ? 'lost' : 'unavailable';
+          }
+          // redlock throws a plain Error when the lock already expired locally.
+          return 'lost';
+        }
+      },
+      release: async () => {
+        try {
+          await lock.release();
+        } catch {
+          // Unreleased keys expire by themselves.
+        }
+      },
+    };
+  }
+
+  async close(): Promise<void> {
+    await Promise.all(this.clients.map((c) => c.quit().catch(() => c.disconnect())));
+  }
+}

@@ -1,0 +1,75 @@
+/** What every command shares: the common flags, configuration, logger, loading jobs, printing. */
+import { Command, Option } from 'commander';
+import { loadConfig, type Config, type ConfigFlags } from '../config/config.js';
+import { SchedulerError } from '../errors.js';
+import { loadJobs, type LoadedJobs } from '../jobs/load.js';
+import { createLogger, type Logger } from '../log.js';
+
+export interface CommonOptions {
+  config?: string;
+  jobs?: string;
+  store?: string;
+  redis?: string;
+  redisPrefix?: string;
+  nodeId?: string;
+  timezone?: string;
+  logLevel?: string;
+  gracePeriod?: string;
+  json?: boolean;
+}
+
+export function withCommonOptions(cmd: Command, opts: { json?: boolean } = { json: true }): Command {
+  cmd
+    .option('--config <file>', 'configuration file (default: config/scheduler.json when present)')
+    .option('--jobs <dir>', 'jobs folder (SCHEDULER_JOBS_DIR, default ./jobs)')
+    .option('--store <url>', 'run store: sqlite:<path>, mysql://..., postgres://... (SCHEDULER_STORE)')
+    .option('--redis <urls>', 'comma-separated Redis masters for Redlock (SCHEDULER_REDIS)')
+    .option('--node-id <name>', "this node's name (SCHEDULER_NODE_ID, default <hostname>-<pid>)")
+    .option('--log-level <level>', 'pino level (SCHEDULER_LOG_LEVEL, default info)')
+    .addOption(new Option('--redis-prefix <prefix>', 'prefix of Redis keys (SCHEDULER_REDIS_PREFIX, default scheduler:)').hideHelp())
+    .addOption(new Option('--timezone <zone>', 'default time zone of jobs (SCHEDULER_TIMEZONE)').hideHelp());
+  if (opts.json) cmd.option('--json', 'print one JSON document on stdout (logs go to stderr)');
+  return cmd;
+}
+
+export function configFrom(options: CommonOptions, extra: ConfigFlags = {}): Config {
+  return loadConfig({
+    flags: {
+      config: options.config, jobsDir: options.jobs, store: options.store, redis: options.redis,
+      redisPrefix: options.redisPrefix, nodeId: options.nodeId, timezone: options.timezone,
+      logLevel: options.logLevel, gracePeriod: options.gracePeriod, ...extra,
+    },
+  });
+}
+
+export interface Setup {
+  config: Config;
+  log: Logger;
+}
+
+export function setup(options: CommonOptions, destination: 'stdout' | 'stderr' = 'stderr'): Setup {
+  const config = configFrom(options);
+  const log = createLogger(config.logLevel, destination, { node: config.nodeId });
+  return { config, log };
+}
+
+export async function jobsOf(config: Config): Promise<LoadedJobs> {
+  return loadJobs(config.jobsDir, config.timezone);
+}
+
+/** Prints a document: JSON when asked, text otherwise. */
+export function print(json: boolean | undefined, doc: unknown, text: () => string): void {
+  if (json) process.stdout.write(`${JSON.stringify(doc, null, 2)}\n`);
+  else {
+    const out = text();
+    if (out !== '') process.stdout.write(out.endsWith('\n') ? out : `${out}\n`);
+  }
+}
+
+
+/** Pads columns for text tables. */
+export function table(rows: string[][]): string {
+  if (rows.length === 0) return '';
+  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length)));
+  return rows.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]!))).join('  ')).join('\n');
+}

@@ -1,0 +1,56 @@
+import type { Command } from 'commander';
+import { openStore } from '../runtime.js';
+import { nextPeriods } from '../time/schedule.js';
+import { formatDuration } from '../time/duration.js';
+import { EXIT } from './exit.js';
+import { jobsOf, print, setup, table, withCommonOptions, type CommonOptions } from './common.js';
+import { runView } from './views.js';
+
+export function listCommand(program: Command): void {
+  withCommonOptions(program.command('list'))
+    .description('every job: schedule, time zone, next runs, last run and its status; invalid files with their error')
+    .option('-n, --count <n>', 'how many next periods per job', '3')
+    .action(async (options: CommonOptions & { count: string }) => {
+      const { config } = setup(options);
+      const { jobs, invalid } = await jobsOf(config);
+      const count = Math.max(1, Math.min(100, Number(options.count) || 3));
+      const store = await openStore(config);
+      let last;
+      try {
+        last = await store.lastRuns(jobs.map((j) => j.name));
+      } finally {
+        await store.close();
+      }
+      const now = new Date();
+      const views = jobs.map((j) => ({
+        name: j.name,
+        file: j.file,
+        schedule: j.schedule.expression,
+        timezone: j.timezone,
+        enabled: j.enabled,
+        next: j.enabled ? nextPeriods(j.schedule, now, count).map((d) => d.toISOString()) : [],
+        timeoutMs: j.timeoutMs,
+        lockTtlMs: j.lockTtlMs,
+        overlap: j.overlap,
+        catchUpMs: j.catchUpMs,
+        coalesce: j.coalesce,
+        retries: j.retries,
+        retryDelayMs: j.retryDelayMs,
+        lastRun: last.has(j.name) ? runView(last.get(j.name)!) : null,
+      }));
+      print(options.json, { jobs: views, invalid }, () => {
+        const rows = [['JOB', 'SCHEDULE', 'TIMEZONE', 'NEXT', 'LAST RUN', 'STATUS', 'OPTIONS']];
+        for (const v of views) {
+          rows.push([
+            v.name, v.schedule, v.timezone, v.enabled ? (v.next[0] ?? '-') : 'disabled',
+            v.lastRun ? v.lastRun.scheduledAt : '-', v.lastRun ? v.lastRun.status : '-',
+            `overlap=${v.overlap} catchUp=${formatDuration(v.catchUpMs)}${v.retries ? ` retries=${v.retries}` : ''}${v.timeoutMs ? ` timeout=${formatDuration(v.timeoutMs)}` : ''}`,
+          ]);
+        }
+        const lines = [table(rows)];
+        for (const f of invalid) lines.push(`INVALID ${f.file}:`, ...f.problems.map((p) => `  ${p}`));
+        return lines.join('\n');
+      });
+      process.exitCode = invalid.length > 0 ? EXIT.invalid : EXIT.ok;
+    });
+}

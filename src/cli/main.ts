@@ -1,0 +1,70 @@
+/** The command line of `bin/scheduler`. Errors are mapped to exit statuses here, in one place. */
+import { readFileSync } from 'node:fs';
+import { Command, CommanderError } from 'commander';
+import { redactText } from '../config/redact.js';
+import { SchedulerError, errorMessage } from '../errors.js';
+import { EXIT, exitCodeFor } from './exit.js';
+import { historyCommand } from './history.js';
+import { listCommand } from './list.js';
+import { migrateCommand } from './migrate.js';
+import { nextCommand } from './next.js';
+import { runOnceCommand } from './run-once.js';
+import { runCommand } from './run.js';
+import { validateCommand } from './validate.js';
+
+const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
+
+export function buildProgram(): Command {
+  const program = new Command('scheduler')
+    .description('Cluster-safe cron: every period of every job runs once across all nodes.')
+    .version(pkg.version)
+    .showHelpAfterError('(run with --help for usage)')
+    .exitOverride()
+    .addHelpText('after', `
+Examples:
+  scheduler run                                        # the daemon, SQLite in ./data, jobs from ./jobs
+  SCHEDULER_STORE=mysql://app:pw@db/app SCHEDULER_REDIS=redis://r1,redis://r2,redis://r3 scheduler run
+  scheduler run-once                                   # one pass: due periods without a row run, then exit
+  scheduler run-once nightly-report                    # run a job by hand now
+  scheduler list --json
+  scheduler next nightly-report -n 10
+  scheduler validate
+  scheduler history nightly-report --limit 20 --status failed
+
+Exit statuses: 0 ok, 1 a run failed, 2 bad usage/configuration/job files, 3 refused, 4 store or Redis quorum unreachable.`);
+  for (const add of [runCommand, runOnceCommand, listCommand, nextCommand, validateCommand, historyCommand, migrateCommand]) add(program);
+  for (const cmd of program.commands) cmd.exitOverride();
+  return program;
+}
+
+export async function main(argv: string[]): Promise<void> {
+  const program = buildProgram();
+  const realExit = process.exit.bind(process);
+  // Job bodies run in this process: a body that calls process.exit() gets an error instead of
+  // taking the node down (its run is recorded failed). The CLI itself exits through `finish`.
+  process.exit = ((code?: number) => {
+    throw new Error(`process.exit(${code ?? ''}) was called by a job body; the scheduler refuses to exit`);
+  }) as typeof process.exit;
+  const finish = (code: number) => {
+    process.exitCode = code;
+    // Exit only after stdout has drained (a pipe truncates output otherwise); end even if a job
+    // body that ignored its signal still holds the event loop.
+    process.stdout.write('', () => process.stderr.write('', () => realExit(code)));
+  };
+  try {
+    await program.parseAsync(argv);
+    finish(typeof process.exitCode === 'number' ? process.exitCode : EXIT.ok);
+  } catch (err) {
+    if (err instanceof CommanderError) {
+      // Commander has printed its message already.
+      const ok = err.code === 'commander.helpDisplayed' || err.code === 'commander.version' || err.code === 'commander.help';
+      finish(ok ? EXIT.ok : EXIT.invalid);
+      return;
+    }
+    const code = err instanceof SchedulerError ? exitCodeFor(err.code) : EXIT.failed;
+    const verbose = process.env.SCHEDULER_LOG_LEVEL === 'debug' || process.env.SCHEDULER_LOG_LEVEL === 'trace' || argv.includes('debug');
+    process.stderr.write(`scheduler: ${redactText(errorMessage(err))}\n`);
+    if (verbose && err instanceof Error && err.stack) process.stderr.write(`${redactText(err.stack)}\n`);
+    finish(code);
+  }
+}

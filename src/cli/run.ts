@@ -1,0 +1,50 @@
+/** `run`: the daemon. */
+import type { Command } from 'commander';
+import { errorMessage } from '../errors.js';
+import { Scheduler } from '../daemon/scheduler.js';
+import { openRuntime } from '../runtime.js';
+import { formatDuration } from '../time/duration.js';
+import { describeConfig } from '../config/config.js';
+import { jobsOf, setup, withCommonOptions, type CommonOptions } from './common.js';
+
+export function runCommand(program: Command): void {
+  withCommonOptions(program.command('run'), { json: false })
+    .description('the daemon: schedule every valid job until SIGTERM or SIGINT')
+    .option('--grace-period <duration>', 'how long in-flight runs may finish after SIGTERM (SCHEDULER_GRACE_PERIOD, default 30s)')
+    .action(async (options: CommonOptions) => {
+      const { config, log } = setup(options, 'stdout');
+      const { jobs, invalid } = await jobsOf(config);
+      for (const f of invalid) for (const p of f.problems) log.error({ file: f.file }, p);
+      const rt = await openRuntime(config, log);
+      log.info({ config: describeConfig(config), jobs: jobs.map((j) => j.name), invalidFiles: invalid.length, lock: rt.lock.kind }, 'daemon starting');
+      if (jobs.length === 0) log.warn({ jobsDir: config.jobsDir }, 'no valid job to schedule');
+
+      // A job's stray callback must not take the whole node down with it.
+      process.on('uncaughtException', (err) => log.error({ err: { message: errorMessage(err), stack: (err as Error).stack } }, 'uncaught exception (from a job body?); the daemon keeps running'));
+      process.on('unhandledRejection', (err) => log.error({ err: { message: errorMessage(err) } }, 'unhandled rejection (from a job body?); the daemon keeps running'));
+
+      const scheduler = new Scheduler({ jobs, store: rt.store, runner: rt.runner, executor: rt.executor, log });
+      await scheduler.start();
+
+      await new Promise<void>((resolve) => {
+        let stopping = false;
+        const onSignal = (signal: NodeJS.Signals) => {
+          if (stopping) {
+            log.warn({ signal }, 'second signal: interrupting in-flight runs now');
+            scheduler.force();
+            return;
+          }
+          stopping = true;
+          log.info({ signal, gracePeriod: formatDuration(config.gracePeriodMs) }, 'shutdown requested');
+          void scheduler.stop(config.gracePeriodMs).then(resolve, (err) => {
+            log.error({ err: { message: errorMessage(err) } }, 'error while stopping');
+            resolve();
+          });
+        };
+        process.on('SIGTERM', onSignal);
+        process.on('SIGINT', onSignal);
+      });
+      await rt.close();
+      log.info('stopped');
+    });
+}

@@ -1,0 +1,26 @@
+/** How runs are shown by `history`, `list` and `run-once`. */
+import type { RunRecord } from '../store/types.js';
+
+export function runView(r: RunRecord) {
+  return {
+    id: r.id,
+    job: r.job,
+    scheduledAt: r.scheduledAt.toISOString(),
+    periodKey: r.periodKey,
+    attempt: r.attempt,
+    trigger: r.trigger,
+    status: r.status,
+    reason: r.reason,
+    nodeId: r.nodeId,
+    startedAt: r.startedAt.toISOString(),
+    finishedAt: r.finishedAt?.toISOString() ?? null,
+    durationMs: r.durationMs,
+    error: r.error,
+    result: r.result,
+  };
+}
+
+export function durationText(ms: number | null | undefined): string {
+  if (ms === null || ms === undefined) return '';
+  return ms < 1000 ? `${ms}ms` : `${(ms / 1000).toFixed(ms < 10_000 ? 2 : 1)}s`;
+}

@@ -1,0 +1,242 @@
+/**
+ * Configuration: built-in defaults < config file < SCHEDULER_* environment < command-line flags,
+ * merged in one place and validated once. A bad value is refused with one line naming the setting
+ * (as the user wrote it: file key, variable or flag), the value (secrets redacted) and what was expected.
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import { hostname } from 'node:os';
+import { resolve } from 'node:path';
+import { z } from 'zod';
+import { ConfigError } from '../errors.js';
+import { parseDuration, DURATION_EXPECTED } from '../time/duration.js';
+import { isValidTimezone } from '../time/schedule.js';
+import { redactUrl } from './redact.js';
+
+export type StoreConfig =
+  | { kind: 'sqlite'; path: string; url: string }
+  | { kind: 'mysql'; url: string }
+  | { kind: 'postgres'; url: string };
+
+export interface Config {
+  jobsDir: string;
+  store: StoreConfig;
+  redis: string[];
+  redisPrefix: string;
+  nodeId: string;
+  timezone: string;
+  http: { host: string; port: number } | 'off';
+  logLevel: string;
+  /** How long in-flight runs may go on after SIGTERM before ctx.signal aborts with 'shutdown'. */
+  gracePeriodMs: number;
+  /** Where the config file came from, if any (for messages). */
+  configFile?: string;
+}
+
+/** The defaults, in one object. */
+export const DEFAULTS = {
+  jobsDir: './jobs',
+  store: 'sqlite:./data/scheduler.db',
+  redis: '',
+  redisPrefix: 'scheduler:',
+  timezone: 'UTC',
+  http: 'off',
+  logLevel: 'info',
+  gracePeriod: '30s',
+} as const;
+
+/** Setting name -> environment variable and flag. */
+const SETTINGS = {
+  jobsDir: { env: 'SCHEDULER_JOBS_DIR', flag: '--jobs' },
+  store: { env: 'SCHEDULER_STORE', flag: '--store' },
+  redis: { env: 'SCHEDULER_REDIS', flag: '--redis' },
+  redisPrefix: { env: 'SCHEDULER_REDIS_PREFIX', flag: '--redis-prefix' },
+  nodeId: { env: 'SCHEDULER_NODE_ID', flag: '--node-id' },
+  timezone: { env: 'SCHEDULER_TIMEZONE', flag: '--timezone' },
+  http: { env: 'SCHEDULER_HTTP', flag: '--http' },
+  logLevel: { env: 'SCHEDULER_LOG_LEVEL', flag: '--log-level' },
+  gracePeriod: { env: 'SCHEDULER_GRACE_PERIOD', flag: '--grace-period' },
+} as const;
+
+export type SettingName = keyof typeof SETTINGS;
+export type ConfigFlags = Partial<Record<SettingName | 'config', string>>;
+
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+
+export interface LoadOptions {
+  flags?: ConfigFlags;
+  env?: NodeJS.ProcessEnv;
+  cwd?: string;
+}
+
+interface Raw { value: unknown; origin: string }
+
+export function loadConfig(options: LoadOptions = {}): Config {
+  const env = options.env ?? process.env;
+  const cwd = options.cwd ?? process.cwd();
+  const flags = options.flags ?? {};
+
+  const fileName = flags.config ?? env.SCHEDULER_CONFIG;
+  const configPath = fileName ? resolve(cwd, fileName) : resolve(cwd, 'config/scheduler.json');
+  let fileValues: Record<string, unknown> = {};
+  let configFile: string | undefined;
+  if (fileName && !existsSync(configPath)) {
+    throw new ConfigError(`config file ${fileName} does not exist (resolved to ${configPath})`);
+  }
+  if (existsSync(configPath)) {
+    configFile = configPath;
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(readFileSync(configPath, 'utf8'));
+    } catch (err) {
+      throw new ConfigError(`config file ${configPath} is not valid JSON: ${(err as Error).message}`);
+    }
+    if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) {
+      throw new ConfigError(`config file ${configPath}: expected a JSON object of settings`);
+    }
+    fileValues = parsed as Record<string, unknown>;
+    const known = new Set<string>([...Object.keys(SETTINGS), '$schema', 'comment']);
+    for (const key of Object.keys(fileValues)) {
+      if (!known.has(key)) {
+        throw new ConfigError(`config file ${configPath}: unknown setting '${key}'; expected one of ${Object.keys(SETTINGS).join(', ')}`);
+      }
+    }
+  }
+
+  const pick = (name: SettingName): Raw | undefined => {
+    const spec = SETTINGS[name];
+    if (flags[name] !== undefined) return { value: flags[name], origin: spec.flag };
+    if (env[spec.env] !== undefined && env[spec.env] !== '') return { value: env[spec.env], origin: spec.env };
+    if (fileValues[name] !== undefined) return { value: fileValues[name], origin: `${configPath}: ${name}` };
+    return undefined;
+  };
+  const raw = (name: SettingName, fallback: unknown): Raw =>
+    pick(name) ?? { value: fallback, origin: `default ${name}` };
+
+  const fail = (r: Raw, expected: string, secret = false): never => {
+    const shown = typeof r.value === 'string' ? (secret ? redactUrl(r.value) : r.value) : JSON.stringify(r.value);
+    throw new ConfigError(`invalid setting ${r.origin}=${shown === '' ? "''" : shown}: expected ${expected}`);
+  };
+  const str = (r: Raw, expected: string): string => {
+    if (typeof r.value !== 'string' || r.value.trim() === '') fail(r, expected);
+    return (r.value as string).trim();
+  };
+
+  const jobsRaw = raw('jobsDir', DEFAULTS.jobsDir);
+  const jobsDir = resolve(cwd, str(jobsRaw, 'a folder path'));
+
+  const storeRaw = raw('store', DEFAULTS.store);
+  const store = parseStore(storeRaw, cwd, fail);
+
+  const redisRaw = raw('redis', DEFAULTS.redis);
+  const redis = parseRedis(redisRaw, fail);
+
+  const prefixRaw = raw('redisPrefix', DEFAULTS.redisPrefix);
+  if (typeof prefixRaw.value !== 'string') fail(prefixRaw, 'a string');
+  const redisPrefix = prefixRaw.value as string;
+
+  const nodeRaw = raw('nodeId', `${hostname()}-${process.pid}`);
+  const nodeId = str(nodeRaw, 'a node name of 1 to 100 characters');
+  if (nodeId.length > 100) fail(nodeRaw, 'a node name of 1 to 100 characters');
+
+  const tzRaw = raw('timezone', DEFAULTS.timezone);
+  const timezone = str(tzRaw, "an IANA time zone such as 'UTC' or 'Europe/Berlin'");
+  if (!isValidTimezone(timezone)) fail(tzRaw, "an IANA time zone such as 'UTC' or 'Europe/Berlin'");
+
+  const httpRaw = raw('http', DEFAULTS.http);
+  const http = parseHttp(httpRaw, fail);
+
+  const levelRaw = raw('logLevel', DEFAULTS.logLevel);
+  const logLevel = z.enum(LOG_LEVELS as [string, ...string[]]).safeParse(levelRaw.value);
+  if (!logLevel.success) fail(levelRaw, `one of ${LOG_LEVELS.join(', ')}`);
+
+  const graceRaw = raw('gracePeriod', DEFAULTS.gracePeriod);
+  const gracePeriodMs = parseDuration(graceRaw.value);
+  if (gracePeriodMs === undefined) fail(graceRaw, DURATION_EXPECTED);
+
+  return {
+    jobsDir, store, redis, redisPrefix, nodeId, timezone, http,
+    logLevel: logLevel.data as string,
+    gracePeriodMs: gracePeriodMs as number,
+    configFile,
+  };
+}
+
+type Fail = (r: Raw, expected: string, secret?: boolean) => never;
+
+const STORE_EXPECTED = "'sqlite:<path>', 'mysql://user:pass@host:port/db' or 'postgres://user:pass@host:port/db'";
+
+function parseStore(r: Raw, cwd: string, fail: Fail): StoreConfig {
+  if (typeof r.value !== 'string' || r.value.trim() === '') return fail(r, STORE_EXPECTED, true);
+  const value = r.value.trim();
+  if (value.startsWith('sqlite:')) {
+    const path = value.slice('sqlite:'.length).replace(/^\/\/(?=\/)/, '');
+    if (path === '') return fail(r, STORE_EXPECTED);
+    const abs = path === ':memory:' ? path : resolve(cwd, path);
+    return { kind: 'sqlite', path: abs, url: `sqlite:${abs}` };
+  }
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    return fail(r, STORE_EXPECTED, true);
+  }
+  const dbName = url.pathname.replace(/^\//, '');
+  if (url.protocol === 'mysql:' || url.protocol === 'mariadb:') {
+    if (!url.hostname || !dbName) return fail(r, `${STORE_EXPECTED} (host and database are required)`, true);
+    return { kind: 'mysql', url: value.replace(/^mariadb:/, 'mysql:') };
+  }
+  if (url.protocol === 'postgres:' || url.protocol === 'postgresql:') {
+    if (!url.hostname || !dbName) return fail(r, `${STORE_EXPECTED} (host and database are required)`, true);
+    return { kind: 'postgres', url: value };
+  }
+  return fail(r, STORE_EXPECTED, true);
+}
+
+function parseRedis(r: Raw, fail: Fail): string[] {
+  const expected = "comma-separated redis:// or rediss:// URLs, each an independent master (1, 3 or 5 of them), or empty for none";
+  let items: string[];
+  if (Array.isArray(r.value)) items = r.value.map(String);
+  else if (typeof r.value === 'string') items = r.value.split(',');
+  else return fail(r, expected);
+  items = items.map((s) => s.trim()).filter((s) => s !== '');
+  for (const item of items) {
+    let url: URL;
+    try {
+      url = new URL(item);
+    } catch {
+      return fail({ ...r, value: item }, expected, true);
+    }
+    if ((url.protocol !== 'redis:' && url.protocol !== 'rediss:') || !url.hostname) {
+      return fail({ ...r, value: item }, expected, true);
+    }
+  }
+  if (new Set(items).size !== items.length) return fail(r, `${expected}; the same server is listed twice`, true);
+  return items;
+}
+
+function parseHttp(r: Raw, fail: Fail): Config['http'] {
+  const expected = "'host:port' (for example 127.0.0.1:9464) or 'off'";
+  if (typeof r.value !== 'string') return fail(r, expected);
+  const value = r.value.trim();
+  if (value === 'off') return 'off';
+  const match = /^(.*):(\d{1,5})$/.exec(value);
+  const port = match ? Number(match[2]) : NaN;
+  if (!match || !match[1] || port < 0 || port > 65535) return fail(r, expected);
+  return { host: match[1].replace(/^\[|\]$/g, ''), port };
+}
+
+/** The configuration as it may be shown: secrets redacted. */
+export function describeConfig(config: Config): Record<string, unknown> {
+  return {
+    jobsDir: config.jobsDir,
+    store: redactUrl(config.store.url),
+    redis: config.redis.map(redactUrl),
+    redisPrefix: config.redisPrefix,
+    nodeId: config.nodeId,
+    timezone: config.timezone,
+    http: config.http === 'off' ? 'off' : `${config.http.host}:${config.http.port}`,
+    logLevel: config.logLevel,
+    gracePeriodMs: config.gracePeriodMs,
+    configFile: config.configFile ?? null,
+  };
+}

@@ -1,0 +1,132 @@
+/**
+ * The daemon's tick loop: one timer for all jobs, armed for the earliest next period. On waking, the
+ * periods that are due are computed from the expressions (never from the moment the timer fired) and
+ * claimed in parallel. Periods skipped by a late wake-up (a pause, a blocked event loop) go through
+ * catch-up.
+ */
+import type { Job } from '../jobs/types.js';
+import type { Logger } from '../log.js';
+import type { RunStore } from '../store/types.js';
+import { nextPeriodAfter } from '../time/schedule.js';
+import type { Executor } from '../run/execute.js';
+import type { PeriodRunner } from '../run/period.js';
+
+/** Upper bound on one timer, so that a wall-clock jump is noticed within this time. */
+const MAX_TIMER_MS = 30_000;
+
+interface JobState {
+  job: Job;
+  /** The last period this process has dispatched (or the start instant). */
+  cursor: Date;
+  /** The first period after the cursor; null when the expression has no further instant. */
+  next: Date | null;
+}
+
+export interface SchedulerOptions {
+  jobs: Job[];
+  store: RunStore;
+  runner: PeriodRunner;
+  executor: Executor;
+  log: Logger;
+  now?: () => Date;
+}
+
+export class Scheduler {
+  private readonly states: JobState[];
+  private readonly tracked = new Set<Promise<unknown>>();
+  private timer: NodeJS.Timeout | undefined;
+  private stopped = false;
+  private readonly now: () => Date;
+
+  constructor(private readonly options: SchedulerOptions) {
+    this.now = options.now ?? (() => new Date());
+    this.states = options.jobs.filter((j) => j.enabled).map((job) => ({ job, cursor: new Date(0), next: null }));
+  }
+
+  /** Catch-up for every job (in the background), then the tick loop. */
+  async start(): Promise<void> {
+    const { store, runner, log } = this.options;
+    const now = this.now();
+    const last = await store.lastRuns(this.states.map((s) => s.job.name));
+    for (const state of this.states) {
+      state.cursor = now;
+      state.next = nextPeriodAfter(state.job.schedule, now);
+      // Missed-period accounting starts from the job's last recorded period, if it has one.
+      const fromExclusive = last.get(state.job.name)?.scheduledAt;
+      this.track(runner.catchUp(state.job, now, { fromExclusive, latestTrigger: 'catch-up' }));
+    }
+    log.info({ jobs: this.states.map((s) => ({ job: s.job.name, next: s.next?.toISOString() ?? null })) }, 'scheduler started');
+    this.arm();
+  }
+
+  private track(p: Promise<unknown>): void {
+    this.tracked.add(p);
+    void p.finally(() => this.tracked.delete(p));
+  }
+
+  private arm(): void {
+    if (this.stopped) return;
+    let earliest = Infinity;
+    for (const s of this.states) if (s.next && s.next.getTime() < earliest) earliest = s.next.getTime();
+    if (earliest === Infinity) return;
+    const delay = Math.max(0, Math.min(earliest - this.now().getTime(), MAX_TIMER_MS));
+    this.timer = setTimeout(() => this.tick(), delay);
+  }
+
+  private tick(): void {
+    if (this.stopped) return;
+    const now = this.now();
+    const { runner } = this.options;
+    for (const state of this.states) {
+      if (!state.next || state.next.getTime() > now.getTime()) continue;
+      const { job } = state;
+      const first = state.next;
+      const second = nextPeriodAfter(job.schedule, first);
+      if (!second || second.getTime() > now.getTime()) {
+        // The regular case: exactly one period is due.
+        state.cursor = first;
+        state.next = second;
+        this.track(runner.runPeriod(job, first, 'schedule'));
+        continue;
+      }
+      // Woken late past several periods: the latest runs as 'schedule', the rest go through catch-up.
+      const fromExclusive = state.cursor;
+      state.cursor = now;
+      state.next = nextPeriodAfter(job.schedule, now);
+      this.options.log.warn({ job: job.name, since: fromExclusive.toISOString(), lateMs: now.getTime() - first.getTime() }, 'timer woke late past several periods: catching up');
+      this.track(runner.catchUp(job, now, { fromExclusive, latestTrigger: 'schedule' }));
+    }
+    this.arm();
+  }
+
+  /**
+   * Stops claiming, lets in-flight runs finish within the grace period, then aborts the rest with
+   * reason 'shutdown' (recorded 'interrupted'). `force()` cuts the grace short.
+   */
+  async stop(graceMs: number): Promise<void> {
+    this.stopped = true;
+    if (this.timer) clearTimeout(this.timer);
+    const { runner, executor, log } = this.options;
+    runner.stop();
+    log.info({ inFlight: executor.size, graceMs }, 'stopping: no new claims; waiting for in-flight runs');
+    const graceOver = new Promise<'grace'>((resolve) => {
+      this.forceStop = () => resolve('grace');
+      setTimeout(() => resolve('grace'), graceMs).unref();
+    });
+    const drained = executor.drain().then(() => 'drained' as const);
+    if ((await Promise.race([drained, graceOver])) === 'grace' && executor.size > 0) {
+      log.warn({ inFlight: executor.size }, 'grace period over: interrupting in-flight runs');
+      executor.abortAll('shutdown');
+    }
+    await executor.drain();
+    executor.markStopping();
+    await Promise.allSettled([...this.tracked]);
+  }
+
+  private forceStop: () => void = () => {};
+
+  /** A second signal: interrupt in-flight runs now (they are still recorded). */
+  force(): void {
+    this.forceStop();
+  }
+}

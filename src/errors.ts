@@ -1,0 +1,57 @@
+/**
+ * Errors with a stable `code`. The CLI maps codes to exit statuses in one place (src/cli/exit.ts).
+ * A lost race is never an error: lock and store return values for that.
+ */
+export type ErrorCode =
+  | 'E_CONFIG'        // a bad setting (exit 2)
+  | 'E_JOB_INVALID'   // a job file that does not validate (exit 2)
+  | 'E_USAGE'         // bad command-line usage (exit 2)
+  | 'E_UNKNOWN_JOB'   // run-once names a job that does not exist (exit 2)
+  | 'E_NOT_A_PERIOD'  // --period is not an instant of that job's schedule (exit 2)
+  | 'E_REFUSED'       // a manual run refused: in flight, or already succeeded (exit 3)
+  | 'E_STORE_UNAVAILABLE' // the run store cannot be reached (exit 4)
+  | 'E_LOCK_UNAVAILABLE'; // the Redis quorum cannot be reached (exit 4)
+
+export class SchedulerError extends Error {
+  readonly code: ErrorCode;
+  constructor(code: ErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.code = code;
+    this.name = new.target.name;
+  }
+}
+
+export class ConfigError extends SchedulerError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('E_CONFIG', message, options);
+  }
+}
+
+export class UsageError extends SchedulerError {
+  constructor(message: string) {
+    super('E_USAGE', message);
+  }
+}
+
+export class StoreUnavailableError extends SchedulerError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('E_STORE_UNAVAILABLE', message, options);
+  }
+}
+
+export class LockUnavailableError extends SchedulerError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('E_LOCK_UNAVAILABLE', message, options);
+  }
+}
+
+export class RefusedError extends SchedulerError {
+  constructor(message: string) {
+    super('E_REFUSED', message);
+  }
+}
+
+export function errorMessage(err: unknown): string {
+  if (err instanceof Error) return err.message;
+  return String(err);
+}

@@ -1,0 +1,13 @@
+/** Public API for job files and embedders. */
+import type { JobDefinition } from './jobs/types.js';
+
+export type { JobContext, JobDefinition, Trigger, AbortReason, Duration } from './jobs/types.js';
+export type { RunRecord, RunStatus, RunStore } from './store/types.js';
+export type { LockProvider, Lease } from './claim/lock.js';
+export { SchedulerError, ConfigError } from './errors.js';
+export { parseDuration } from './time/duration.js';
+
+/** Adds types to a job definition and returns it unchanged. */
+export function defineJob<R = unknown>(job: JobDefinition<R>): JobDefinition<R> {
+  return job;
+}

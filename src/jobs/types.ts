@@ -1,0 +1,80 @@
+import type { Logger } from 'pino';
+import type { Schedule } from '../time/schedule.js';
+
+export type Trigger = 'schedule' | 'catch-up' | 'manual';
+export type AbortReason = 'timeout' | 'lease-lost' | 'shutdown';
+
+/** The single argument of a job body. */
+export interface JobContext {
+  /** The job's name. */
+  job: string;
+  /** The period instant (for a manual run, the moment it was requested). */
+  scheduledAt: Date;
+  /** `<job>@<ISO-8601 UTC instant>`. */
+  periodKey: string;
+  /** The run row's id. */
+  runId: string;
+  /** 1 for the first attempt of a period, then 2, 3, ... */
+  attempt: number;
+  trigger: Trigger;
+  /** The node that runs it. */
+  nodeId: string;
+  /** Aborted on timeout, loss of the lease, and shutdown past the grace period; `signal.reason` says which. */
+  signal: AbortSignal;
+  /** A pino child logger bound to job, period, run id and attempt. */
+  log: Logger;
+  /** True when started with --dry-run: do every read, no write. */
+  dryRun: boolean;
+}
+
+export type Duration = number | string;
+
+/** What a job file's default export looks like. */
+export interface JobDefinition<R = unknown> {
+  /** Default: the file name without extension. */
+  name?: string;
+  /** croner syntax: 5 fields, or 6 with seconds first. */
+  schedule: string;
+  /** IANA zone; default: the config's timezone, else UTC. */
+  timezone?: string;
+  /** ctx.signal aborts on expiry and the run is recorded `timed_out`. Default: none. */
+  timeout?: Duration;
+  /** Redlock lease, extended while the run is in flight. Default 30s. */
+  lockTtl?: Duration;
+  /** May a period start while an earlier one runs? Default 'skip'. */
+  overlap?: 'skip' | 'allow';
+  /** How late a period may still start. Default 15m. */
+  catchUp?: Duration;
+  /** After downtime run only the latest missed period (true, default) or all, in order. */
+  coalesce?: boolean;
+  /** Further attempts of the same period after a failure. Default 0. */
+  retries?: number;
+  /** Delay before a retry (doubled at each further attempt). Default 30s. */
+  retryDelay?: Duration;
+  /** Default true. */
+  enabled?: boolean;
+  run(ctx: JobContext): R | Promise<R>;
+}
+
+/** A validated job, ready to schedule. */
+export interface Job {
+  name: string;
+  file: string;
+  schedule: Schedule;
+  timezone: string;
+  timeoutMs: number | null;
+  lockTtlMs: number;
+  overlap: 'skip' | 'allow';
+  catchUpMs: number;
+  coalesce: boolean;
+  retries: number;
+  retryDelayMs: number;
+  enabled: boolean;
+  run(ctx: JobContext): unknown;
+}
+
+export interface InvalidJobFile {
+  file: string;
+  /** One line per problem, each naming the file and field. */
+  problems: string[];
+}

@@ -1,0 +1,125 @@
+/**
+ * Validation of a job file's default export. Every problem becomes one line naming the file, the
+ * field, the value and what was expected.
+ */
+import { basename, extname } from 'node:path';
+import { compileSchedule, isValidTimezone, type Schedule } from '../time/schedule.js';
+import { parseDuration, DURATION_EXPECTED } from '../time/duration.js';
+import type { Job } from './types.js';
+
+export const JOB_DEFAULTS = {
+  lockTtl: '30s',
+  overlap: 'skip',
+  catchUp: '15m',
+  coalesce: true,
+  retries: 0,
+  retryDelay: '30s',
+  enabled: true,
+} as const;
+
+const FIELDS = ['name', 'schedule', 'timezone', 'timeout', 'lockTtl', 'overlap', 'catchUp', 'coalesce', 'retries', 'retryDelay', 'enabled', 'run', 'description'];
+export const JOB_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/;
+const MIN_LOCK_TTL_MS = 1000;
+
+function show(value: unknown): string {
+  if (typeof value === 'function') return 'a function';
+  if (typeof value === 'string') return JSON.stringify(value);
+  try {
+    return JSON.stringify(value) ?? String(value);
+  } catch {
+    return String(value);
+  }
+}
+
+export function validateJob(file: string, exported: unknown, defaultTimezone: string): { job?: Job; problems: string[] } {
+  const where = file;
+  const problems: string[] = [];
+  const bad = (field: string, value: unknown, expected: string) =>
+    problems.push(`${where}: field '${field}' = ${show(value)}: expected ${expected}`);
+
+  if (exported === null || typeof exported !== 'object' || Array.isArray(exported)) {
+    problems.push(`${where}: default export = ${show(exported)}: expected a plain object with at least 'schedule' and 'run' (see defineJob)`);
+    return { problems };
+  }
+  const def = exported as Record<string, unknown>;
+
+  for (const key of Object.keys(def)) {
+    if (!FIELDS.includes(key)) problems.push(`${where}: unknown field '${key}': expected one of ${FIELDS.join(', ')}`);
+  }
+
+  const fileName = basename(file, extname(file));
+  const name = def.name === undefined ? fileName : def.name;
+  if (typeof name !== 'string' || !JOB_NAME.test(name)) {
+    bad(def.name === undefined ? 'name (from the file name)' : 'name', name, 'letters, digits, . _ - (up to 100, starting with a letter or digit)');
+  }
+
+  let timezone = defaultTimezone;
+  if (def.timezone !== undefined) {
+    if (typeof def.timezone !== 'string' || !isValidTimezone(def.timezone)) {
+      bad('timezone', def.timezone, "an IANA time zone such as 'UTC' or 'America/New_York'");
+    } else timezone = def.timezone;
+  }
+
+  let schedule: Schedule | undefined;
+  if (typeof def.schedule !== 'string' || def.schedule.trim() === '') {
+    bad('schedule', def.schedule, "a cron expression of 5 fields (minute hour day month weekday) or 6 (seconds first), such as '0 2 * * *'");
+  } else if (isValidTimezone(timezone)) {
+    try {
+      schedule = compileSchedule(def.schedule, timezone);
+    } catch (err) {
+      bad('schedule', def.schedule, `a valid cron expression (${(err as Error).message})`);
+    }
+  }
+
+  const duration = (field: string, fallback: string | null, min = 0): number | null => {
+    const value = def[field];
+    if (value === undefined) return fallback === null ? null : parseDuration(fallback)!;
+    const ms = parseDuration(value);
+    if (ms === undefined || ms < min || (min === 0 && ms === 0 && field === 'timeout')) {
+      bad(field, value, min > 0 ? `${DURATION_EXPECTED}, at least ${min}ms` : field === 'timeout' ? `${DURATION_EXPECTED}, more than 0` : DURATION_EXPECTED);
+      return null;
+    }
+    return ms;
+  };
+  const timeoutMs = duration('timeout', null);
+  const lockTtlMs = duration('lockTtl', JOB_DEFAULTS.lockTtl, MIN_LOCK_TTL_MS);
+  const catchUpMs = duration('catchUp', JOB_DEFAULTS.catchUp);
+  const retryDelayMs = duration('retryDelay', JOB_DEFAULTS.retryDelay);
+
+  const overlap = def.overlap ?? JOB_DEFAULTS.overlap;
+  if (overlap !== 'skip' && overlap !== 'allow') bad('overlap', def.overlap, "'skip' or 'allow'");
+
+  const coalesce = def.coalesce ?? JOB_DEFAULTS.coalesce;
+  if (typeof coalesce !== 'boolean') bad('coalesce', def.coalesce, 'true or false');
+
+  const enabled = def.enabled ?? JOB_DEFAULTS.enabled;
+  if (typeof enabled !== 'boolean') bad('enabled', def.enabled, 'true or false');
+
+  const retries = def.retries ?? JOB_DEFAULTS.retries;
+  if (typeof retries !== 'number' || !Number.isInteger(retries) || retries < 0 || retries > 100) {
+    bad('retries', def.retries, 'a whole number from 0 to 100');
+  }
+
+  if (typeof def.run !== 'function') bad('run', def.run, 'a function (async run(ctx) { ... })');
+  if (def.description !== undefined && typeof def.description !== 'string') bad('description', def.description, 'a string');
+
+  if (problems.length > 0 || !schedule) return { problems };
+  return {
+    problems,
+    job: {
+      name: name as string,
+      file,
+      schedule,
+      timezone,
+      timeoutMs,
+      lockTtlMs: lockTtlMs!,
+      overlap: overlap as Job['overlap'],
+      catchUpMs: catchUpMs!,
+      coalesce: coalesce as boolean,
+      retries: retries as number,
+      retryDelayMs: retryDelayMs!,
+      enabled: enabled as boolean,
+      run: def.run as Job['run'],
+    },
+  };
+}

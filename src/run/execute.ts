@@ -1,0 +1,214 @@
+/**
+ * One attempt of a period: builds `ctx`, runs the body, enforces `timeout`, keeps the lease (Redlock
+ * extension and a row heartbeat written with the store's clock), and records the outcome with a write
+ * that is conditional on still owning the attempt.
+ */
+import { randomUUID } from 'node:crypto';
+import { errorMessage, StoreUnavailableError } from '../errors.js';
+import type { AbortReason, Job, JobContext, Trigger } from '../jobs/types.js';
+import type { Logger } from '../log.js';
+import type { Lease } from '../claim/lock.js';
+import type { RunOutcome, RunRecord, RunStatus, RunStore } from '../store/types.js';
+import { periodKey } from '../time/schedule.js';
+
+export interface AttemptResult {
+  job: string;
+  periodKey: string;
+  scheduledAt: Date;
+  attempt: number;
+  trigger: Trigger;
+  runId: string;
+  status: Exclude<RunStatus, 'running'>;
+  result?: unknown;
+  error?: string | null;
+  durationMs: number;
+  /** False when the final write was refused because the attempt was no longer ours. */
+  recorded: boolean;
+}
+
+interface InFlight {
+  controller: AbortController;
+  done: Promise<AttemptResult>;
+}
+
+const STATUS_ON_ABORT: Record<AbortReason, RunOutcome['status']> = {
+  timeout: 'timed_out',
+  shutdown: 'interrupted',
+  'lease-lost': 'abandoned',
+};
+
+export class Executor {
+  private readonly inFlight = new Map<string, InFlight>();
+  private stopping = false;
+
+  constructor(
+    private readonly store: RunStore,
+    private readonly nodeId: string,
+    private readonly log: Logger,
+  ) {}
+
+  get size(): number {
+    return this.inFlight.size;
+  }
+
+  /** Runs one claimed attempt to its recorded end. Never throws. */
+  execute(job: Job, run: RunRecord, lease: Lease | null, onDone?: () => void): Promise<AttemptResult> {
+    const controller = new AbortController();
+    const done = this.attempt(job, run, lease, controller).finally(() => {
+      this.inFlight.delete(run.id);
+      onDone?.();
+    });
+    this.inFlight.set(run.id, { controller, done });
+    return done;
+  }
+
+  /** --dry-run: the body with ctx.dryRun, no row, no lock. */
+  async dryRun(job: Job, scheduledAt: Date, trigger: Trigger): Promise<AttemptResult> {
+    const fake: RunRecord = {
+      id: `dry-run-${randomUUID()}`, job: job.name, scheduledAt, periodKey: periodKey(job.name, scheduledAt), shard: 0,
+      attempt: 1, trigger, status: 'running', reason: null, nodeId: this.nodeId, startedAt: new Date(), finishedAt: null,
+      durationMs: null, heartbeatAt: null, leaseMs: job.lockTtlMs, result: null, error: null, errorStack: null,
+    };
+    const controller = new AbortController();
+    const started = Date.now();
+    const outcome = await this.body(job, fake, controller, true);
+    return {
+      job: job.name, periodKey: fake.periodKey, scheduledAt, attempt: 1, trigger, runId: fake.id, status: outcome.status,
+      result: outcome.result, error: outcome.error ?? null, durationMs: Date.now() - started, recorded: false,
+    };
+  }
+
+  /** Aborts every in-flight body with reason 'shutdown'. */
+  abortAll(reason: AbortReason): void {
+    for (const { controller } of this.inFlight.values()) controller.abort(reason);
+  }
+
+  /** Resolves when every in-flight attempt has been recorded. */
+  async drain(): Promise<void> {
+    while (this.inFlight.size > 0) await Promise.allSettled([...this.inFlight.values()].map((f) => f.done));
+  }
+
+  /** After this, outcome writes that fail are given up (and logged) instead of retried forever. */
+  markStopping(): void {
+    this.stopping = true;
+  }
+
+  private async attempt(job: Job, run: RunRecord, lease: Lease | null, controller: AbortController): Promise<AttemptResult> {
+    const log = this.log.child({ job: job.name, periodKey: run.periodKey, runId: run.id, attempt: run.attempt });
+    const started = Date.now();
+    const stopKeeping = this.keepLease(job, run, lease, controller, log);
+    let outcome: RunOutcome;
+    try {
+      outcome = await this.body(job, run, controller, false, log);
+    } finally {
+      stopKeeping();
+    }
+    const recorded = await this.record(run, outcome, log);
+    if (lease) await lease.release();
+    const durationMs = Date.now() - started;
+    const line = { status: outcome.status, durationMs, ...(outcome.error ? { error: outcome.error } : {}) };
+    if (outcome.status === 'succeeded') log.info(line, 'run succeeded');
+    else log.warn(line, `run ${outcome.status}`);
+    return {
+      job: job.name, periodKey: run.periodKey, scheduledAt: run.scheduledAt, attempt: run.attempt, trigger: run.trigger,
+      runId: run.id, status: outcome.status, result: outcome.result, error: outcome.error ?? null, durationMs, recorded,
+    };
+  }
+
+  private async body(job: Job, run: RunRecord, controller: AbortController, dryRun: boolean, log?: Logger): Promise<RunOutcome> {
+    const childLog = log ?? this.log.child({ job: job.name, periodKey: run.periodKey, runId: run.id, attempt: run.attempt, dryRun });
+    const ctx: JobContext = {
+      job: job.name,
+      scheduledAt: new Date(run.scheduledAt.getTime()),
+      periodKey: run.periodKey,
+      runId: run.id,
+      attempt: run.attempt,
+      trigger: run.trigger,
+      nodeId: this.nodeId,
+      signal: controller.signal,
+      log: childLog,
+      dryRun,
+    };
+    const timer = job.timeoutMs ? setTimeout(() => controller.abort('timeout'), job.timeoutMs) : undefined;
+    timer?.unref();
+    const aborted = new Promise<{ kind: 'aborted'; reason: AbortReason }>((resolve) => {
+      const onAbort = () => resolve({ kind: 'aborted', reason: controller.signal.reason as AbortReason });
+      if (controller.signal.aborted) onAbort();
+      else controller.signal.addEventListener('abort', onAbort, { once: true });
+    });
+    childLog.info({ trigger: run.trigger, scheduledAt: run.scheduledAt.toISOString() }, 'run started');
+    const settled = Promise.resolve()
+      .then(() => job.run(ctx))
+      .then((value) => ({ kind: 'ok' as const, value }), (error: unknown) => ({ kind: 'error' as const, error }));
+    // A body that ignores its signal is not waited for: the outcome is recorded when the signal fires.
+    const first = await Promise.race([settled, aborted]);
+    if (timer) clearTimeout(timer);
+    if (first.kind === 'aborted') {
+      const reason = first.reason;
+      const what = reason === 'timeout' ? `timed out after ${job.timeoutMs}ms` : reason === 'shutdown' ? 'interrupted by shutdown' : 'lease lost';
+      return { status: STATUS_ON_ABORT[reason] ?? 'failed', error: what, reason };
+    }
+    if (first.kind === 'error') {
+      const err = first.error;
+      return {
+        status: 'failed',
+        error: errorMessage(err) || String(err),
+        errorStack: err instanceof Error ? (err.stack ?? null) : null,
+      };
+    }
+    return { status: 'succeeded', result: first.value === undefined ? null : first.value };
+  }
+
+  /**
+   * While the attempt runs: every third of lockTtl, extend the Redlock and write the row heartbeat
+   * (store clock). A row that is no longer this attempt's, or a lock held by someone else, aborts
+   * ctx.signal with 'lease-lost'. An unreachable Redis or store is not a loss by itself.
+   */
+  private keepLease(job: Job, run: RunRecord, lease: Lease | null, controller: AbortController, log: Logger): () => void {
+    const every = Math.max(200, Math.floor(job.lockTtlMs / 3));
+    let busy = false;
+    const timer = setInterval(async () => {
+      if (busy || controller.signal.aborted) return;
+      busy = true;
+      try {
+        const [lock, row] = await Promise.all([
+          lease ? lease.extend(job.lockTtlMs) : Promise.resolve('ok' as const),
+          this.store.heartbeat(run.id, this.nodeId).catch((err: unknown) => {
+            if (err instanceof StoreUnavailableError) return 'unavailable' as const;
+            throw err;
+          }),
+        ]);
+        if (row === false || lock === 'lost') {
+          log.warn({ lock, rowOwned: row }, 'lease lost: aborting the run');
+          controller.abort('lease-lost');
+        }
+      } catch (err) {
+        log.warn({ err: { message: errorMessage(err) } }, 'lease keeping failed');
+      } finally {
+        busy = false;
+      }
+    }, every);
+    timer.unref();
+    return () => clearInterval(timer);
+  }
+
+  /** Writes the outcome; while the store is unreachable, keeps it and tries again. */
+  private async record(run: RunRecord, outcome: RunOutcome, log: Logger): Promise<boolean> {
+    let delay = 250;
+    for (;;) {
+      try {
+        const owned = await this.store.finishRun(run.id, this.nodeId, outcome);
+        if (!owned) log.warn({ status: outcome.status }, 'outcome not recorded: the attempt is no longer this node\'s');
+        return owned;
+      } catch (err) {
+        if (!(err instanceof StoreUnavailableError) || this.stopping) {
+          log.error({ err: { message: errorMessage(err) }, outcome: { status: outcome.status, error: outcome.error } }, 'could not record the outcome');
+          return false;
+        }
+        log.warn({ err: { message: errorMessage(err) } }, 'store unreachable: keeping the outcome and trying again');
+        await new Promise((r) => setTimeout(r, delay));
+        delay = Math.min(delay * 2, 5000);
+      }
+    }
+  }
+}

@@ -1,0 +1,168 @@
+/**
+ * A period from claim to its last attempt, and catch-up of periods that have no row yet. Shared by
+ * the daemon's tick loop and by the `run-once` pass, so both follow one set of rules.
+ */
+import { errorMessage } from '../errors.js';
+import type { Claimer, ClaimResult } from '../claim/claim.js';
+import type { Job, Trigger } from '../jobs/types.js';
+import type { Logger } from '../log.js';
+import type { RunStore } from '../store/types.js';
+import { periodKey, periodsBetween } from '../time/schedule.js';
+import type { AttemptResult, Executor } from './execute.js';
+
+export interface PeriodResult {
+  job: string;
+  periodKey: string;
+  scheduledAt: Date;
+  /** How the claim of the first attempt ended; 'error' when the store failed while claiming. */
+  claim: ClaimResult['outcome'] | 'error' | 'stopped';
+  attempts: AttemptResult[];
+  error?: string;
+}
+
+export interface CatchUpOptions {
+  /** Periods after this instant are considered (older than catchUp ones are counted as missed). */
+  fromExclusive?: Date;
+  /** Trigger of the latest due period: 'schedule' on a regular tick, 'catch-up' otherwise. */
+  latestTrigger: Trigger;
+}
+
+export interface CatchUpResult {
+  ran: PeriodResult[];
+  coalesced: number;
+  missed: number;
+}
+
+const MAX_RETRY_DELAY_MS = 3_600_000;
+
+export class PeriodRunner {
+  private stopped = false;
+  private readonly sleepers = new Set<() => void>();
+  /** Periods older than catchUp that no node ran, since start. */
+  missedPeriods = 0;
+
+  constructor(
+    private readonly store: RunStore,
+    private readonly claimer: Claimer,
+    private readonly executor: Executor,
+    private readonly nodeId: string,
+    private readonly log: Logger,
+  ) {}
+
+  /** No new claims or retries after this; pending retry delays end at once. */
+  stop(): void {
+    this.stopped = true;
+    for (const wake of this.sleepers) wake();
+  }
+
+  get isStopped(): boolean {
+    return this.stopped;
+  }
+
+  /** Claims a period and runs it, with its retries. Never throws. */
+  async runPeriod(job: Job, scheduledAt: Date, trigger: Trigger, firstAttempt = 1): Promise<PeriodResult> {
+    const key = periodKey(job.name, scheduledAt);
+    const result: PeriodResult = { job: job.name, periodKey: key, scheduledAt, claim: 'stopped', attempts: [] };
+    let attempt = firstAttempt;
+    for (;;) {
+      if (this.stopped) return result;
+      let claim: ClaimResult;
+      try {
+        claim = await this.claimer.claim({ job, scheduledAt, trigger, attempt, checkOverlap: job.overlap === 'skip' && attempt === firstAttempt });
+      } catch (err) {
+        this.log.error({ job: job.name, periodKey: key, attempt, err: { message: errorMessage(err) } }, 'claim failed');
+        if (result.attempts.length === 0) {
+          result.claim = 'error';
+          result.error = errorMessage(err);
+        }
+        return result;
+      }
+      if (result.attempts.length === 0) result.claim = claim.outcome;
+      if (claim.outcome !== 'won') {
+        if (claim.outcome === 'skipped-overlap') {
+          this.log.info({ job: job.name, periodKey: key, runningPeriod: claim.running?.periodKey }, 'period skipped: an earlier run of the job is in flight (overlap: skip)');
+        } else {
+          this.log.debug({ job: job.name, periodKey: key, attempt, outcome: claim.outcome }, 'period not claimed');
+        }
+        return result;
+      }
+      const outcome = await this.executor.execute(job, claim.run, claim.lease, claim.release);
+      result.attempts.push(outcome);
+      const retriable = outcome.status === 'failed' || outcome.status === 'timed_out';
+      if (!retriable || attempt > job.retries || this.stopped) return result;
+      const delay = Math.min(job.retryDelayMs * 2 ** (attempt - 1), MAX_RETRY_DELAY_MS);
+      this.log.info({ job: job.name, periodKey: key, attempt: attempt + 1, delayMs: delay }, 'retry scheduled');
+      await this.sleep(delay);
+      attempt += 1;
+    }
+  }
+
+  /**
+   * Periods within catchUp that have no row: with coalesce, the latest runs and the others are
+   * recorded skipped ('coalesced'); without, all run in order. Older ones are logged and counted.
+   */
+  async catchUp(job: Job, now: Date, options: CatchUpOptions): Promise<CatchUpResult> {
+    const out: CatchUpResult = { ran: [], coalesced: 0, missed: 0 };
+    const windowStart = new Date(now.getTime() - job.catchUpMs - 1);
+    try {
+      if (options.fromExclusive && options.fromExclusive < windowStart) {
+        out.missed = await this.countMissed(job, options.fromExclusive, windowStart);
+      }
+      const from = options.fromExclusive && options.fromExclusive > windowStart ? options.fromExclusive : windowStart;
+      const due = periodsBetween(job.schedule, from, now);
+      if (due.length === 0) return out;
+      const latest = due[due.length - 1]!;
+      const withRows = await this.store.periodsWithRows(job.name, due[0]!.getTime(), latest.getTime());
+      const missing = due.filter((p) => !withRows.has(p.getTime()));
+      if (missing.length === 0) return out;
+      let toRun = missing;
+      if (job.coalesce) {
+        const latestMissing = withRows.has(latest.getTime()) ? [] : [latest];
+        const skipped = missing.filter((p) => p !== latest || latestMissing.length === 0);
+        if (skipped.length > 0 && !this.stopped) {
+          await this.store.insertSkipped(skipped.map((p) => ({
+            job: job.name, scheduledAt: p, periodKey: periodKey(job.name, p), trigger: 'catch-up' as const,
+            nodeId: this.nodeId, reason: 'coalesced' as const,
+          })));
+          out.coalesced = skipped.length;
+          this.log.info({ job: job.name, coalesced: skipped.length, from: skipped[0]!.toISOString(), to: skipped[skipped.length - 1]!.toISOString() }, 'missed periods coalesced into the latest');
+        }
+        toRun = latestMissing;
+      }
+      for (const p of toRun) {
+        const trigger = p === latest ? options.latestTrigger : 'catch-up';
+        out.ran.push(await this.runPeriod(job, p, trigger));
+      }
+    } catch (err) {
+      this.log.error({ job: job.name, err: { message: errorMessage(err) } }, 'catch-up failed');
+    }
+    return out;
+  }
+
+  /** Periods in (from, to] that have no row: they fell older than catchUp while no node ran them. */
+  private async countMissed(job: Job, fromExclusive: Date, toInclusive: Date): Promise<number> {
+    const periods = periodsBetween(job.schedule, fromExclusive, toInclusive, 100_000);
+    if (periods.length === 0) return 0;
+    const withRows = await this.store.periodsWithRows(job.name, periods[0]!.getTime(), periods[periods.length - 1]!.getTime());
+    const missed = periods.filter((p) => !withRows.has(p.getTime()));
+    if (missed.length > 0) {
+      this.missedPeriods += missed.length;
+      this.log.warn({
+        job: job.name, missed: missed.length, first: missed[0]!.toISOString(), last: missed[missed.length - 1]!.toISOString(), catchUpMs: job.catchUpMs,
+      }, 'periods older than catchUp were not run by any node and will not be');
+    }
+    return missed.length;
+  }
+
+  private sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const wake = () => {
+        clearTimeout(timer);
+        this.sleepers.delete(wake);
+        resolve();
+      };
+      const timer = setTimeout(wake, ms);
+      this.sleepers.add(wake);
+    });
+  }
+}

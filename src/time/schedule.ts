@@ -1,0 +1,135 @@
+/**
+ * Period math: pure functions of (expression, zone, reference instant). No timers here.
+ *
+ * A period is the instant croner yields for the expression in the zone, expressed in UTC. Every node
+ * derives the same instants from the same inputs (croner is pinned exactly for that reason), so the
+ * moment a timer actually fired never enters a period key.
+ */
+import { Cron } from 'croner';
+
+export interface Schedule {
+  readonly expression: string;
+  readonly timezone: string;
+  readonly cron: Cron;
+}
+
+export function isValidTimezone(timezone: string): boolean {
+  if (typeof timezone !== 'string' || timezone === '') return false;
+  try {
+    new Intl.DateTimeFormat('en-US', { timeZone: timezone });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Compiles an expression (5 fields, or 6 with seconds first) in a zone. Throws an Error whose message
+ * says what is wrong, without the croner prefix noise.
+ */
+export function compileSchedule(expression: string, timezone: string): Schedule {
+  if (!isValidTimezone(timezone)) throw new Error(`unknown time zone '${timezone}'`);
+  const fields = expression.trim().split(/\s+/).length;
+  if (fields !== 5 && fields !== 6) {
+    throw new Error(`expected 5 fields (minute hour day month weekday) or 6 (seconds first), got ${fields}`);
+  }
+  let cron: Cron;
+  try {
+    cron = new Cron(expression.trim(), { timezone, paused: true, mode: '5-or-6-parts' });
+  } catch (err) {
+    throw new Error(String((err as Error).message).replace(/^CronPattern:\s*/, ''));
+  }
+  if (cron.nextRun(new Date(0)) === null && cron.nextRun() === null) {
+    throw new Error('the expression never matches a date (for example the 31st of February)');
+  }
+  return { expression, timezone, cron };
+}
+
+/** The latest period at or before `at`, or null when there is none. */
+export function latestPeriodAtOrBefore(schedule: Schedule, at: Date): Date | null {
+  // previousRuns() is strictly before its reference; one millisecond later includes `at` itself.
+  const [prev] = schedule.cron.previousRuns(1, new Date(at.getTime() + 1));
+  return prev ?? null;
+}
+
+/** The first period strictly after `after`. */
+export function nextPeriodAfter(schedule: Schedule, after: Date): Date | null {
+  return schedule.cron.nextRun(after);
+}
+
+export function nextPeriods(schedule: Schedule, after: Date, count: number): Date[] {
+  return schedule.cron.nextRuns(count, after);
+}
+
+/**
+ * Periods in (fromExclusive, toInclusive], oldest first, at most `limit` of them (the latest ones are
+ * kept when there are more).
+ */
+export function periodsBetween(schedule: Schedule, fromExclusive: Date, toInclusive: Date, limit = 10_000): Date[] {
+  const out: Date[] = [];
+  let cursor = latestPeriodAtOrBefore(schedule, toInclusive);
+  while (cursor && cursor.getTime() > fromExclusive.getTime() && out.length < limit) {
+    out.push(cursor);
+    const [prev] = schedule.cron.previousRuns(1, cursor);
+    cursor = prev ?? null;
+  }
+  return out.reverse();
+}
+
+export function isPeriod(schedule: Schedule, instant: Date): boolean {
+  return latestPeriodAtOrBefore(schedule, instant)?.getTime() === instant.getTime();
+}
+
+export function periodKey(job: string, instant: Date): string {
+  return `${job}@${instant.toISOString()}`;
+}
+
+const offsetFormats = new Map<string, Intl.DateTimeFormat>();
+
+/** UTC offset of the zone at an instant, as `+hh:mm`. */
+export function utcOffset(instant: Date, timezone: string): string {
+  let fmt = offsetFormats.get(timezone);
+  if (!fmt) {
+    fmt = new Intl.DateTimeFormat('en-US', { timeZone: timezone, timeZoneName: 'longOffset' });
+    offsetFormats.set(timezone, fmt);
+  }
+  const name = fmt.formatToParts(instant).find((p) => p.type === 'timeZoneName')?.value ?? 'GMT';
+  const match = /GMT([+-]\d{2}:\d{2})?/.exec(name);
+  return match?.[1] ?? '+00:00';
+}
+
+const localFormats = new Map<string, Intl.DateTimeFormat>();
+
+/** Local wall time in the zone: `YYYY-MM-DDTHH:mm:ss±hh:mm`. */
+export function formatLocal(instant: Date, timezone: string): string {
+  let fmt = localFormats.get(timezone);
+  if (!fmt) {
+    fmt = new Intl.DateTimeFormat('en-CA', {
+      timeZone: timezone, hourCycle: 'h23',
+      year: 'numeric', month: '2-digit', day: '2-digit', hour: '2-digit', minute: '2-digit', second: '2-digit',
+    });
+    localFormats.set(timezone, fmt);
+  }
+  const p = Object.fromEntries(fmt.formatToParts(instant).map((x) => [x.type, x.value]));
+  return `${p.year}-${p.month}-${p.day}T${p.hour}:${p.minute}:${p.second}${utcOffset(instant, timezone)}`;
+}
+
+export interface PeriodView {
+  utc: string;
+  local: string;
+  /** Set when the zone's UTC offset changed since the previous period (a DST transition in between). */
+  dst?: string;
+}
+
+export function describePeriods(schedule: Schedule, after: Date, count: number): PeriodView[] {
+  const periods = nextPeriods(schedule, after, count);
+  const first = periods[0];
+  let previousOffset = first ? utcOffset(latestPeriodAtOrBefore(schedule, after) ?? first, schedule.timezone) : '';
+  return periods.map((p) => {
+    const offset = utcOffset(p, schedule.timezone);
+    const view: PeriodView = { utc: p.toISOString(), local: formatLocal(p, schedule.timezone) };
+    if (offset !== previousOffset) view.dst = `UTC offset ${previousOffset} -> ${offset}`;
+    previousOffset = offset;
+    return view;
+  });
+}
