@@ -9,6 +9,7 @@ import { RedlockProvider } from './claim/redlock-provider.js';
 import type { Logger } from './log.js';
 import { Executor } from './run/execute.js';
 import { PeriodRunner } from './run/period.js';
+import { Takeover } from './run/takeover.js';
 import { KnexRunStore } from './store/knex-store.js';
 import type { RunStore } from './store/types.js';
 
@@ -18,6 +19,7 @@ export interface Runtime {
   claimer: Claimer;
   executor: Executor;
   runner: PeriodRunner;
+  takeover: Takeover;
   close(): Promise<void>;
 }
 
@@ -50,8 +52,9 @@ export async function openRuntime(config: Config, log: Logger): Promise<Runtime>
   const claimer = new Claimer(store, lock, config.nodeId, log);
   const executor = new Executor(store, config.nodeId, log);
   const runner = new PeriodRunner(store, claimer, executor, config.nodeId, log);
+  const takeover = new Takeover(store, runner, log);
   return {
-    store, lock, claimer, executor, runner,
+    store, lock, claimer, executor, runner, takeover,
     async close() {
       await lock.close().catch(() => {});
       await store.close().catch(() => {});

@@ -107,9 +107,12 @@ function collect(report: Report, results: PeriodResult[]): void {
 
 /** The scheduling pass: for every job, what catch-up would do now. */
 async function pass(rt: Runtime, jobs: Job[], report: Report): Promise<void> {
+  // Attempts whose node died are taken over first, as a daemon would.
+  const takeovers = await rt.takeover.sweep(new Map(jobs.map((j) => [j.name, j])));
   const now = new Date();
   const results = await Promise.all(jobs.map((job) => rt.runner.catchUp(job, now, { latestTrigger: 'catch-up' })));
   for (const r of results) collect(report, r.ran);
+  collect(report, await Promise.all(takeovers));
 }
 
 async function refuseIfInFlight(store: RunStore, job: Job): Promise<void> {
@@ -127,6 +130,8 @@ async function manual(rt: Runtime, jobs: Job[], period: Date | undefined, force:
       const scheduledAt = period ?? new Date();
       let attempt = 1;
       if (period) {
+        // An attempt of a dead node is declared abandoned first (its lease expired), so it does not block.
+        await rt.takeover.sweep(new Map([[job.name, job]]), { restart: false });
         const runs = await rt.store.periodRuns(job.name, period);
         const last = runs[runs.length - 1];
         if (last?.status === 'running') {

@@ -80,7 +80,8 @@ export function loadConfig(options: LoadOptions = {}): Config {
   let fileValues: Record<string, unknown> = {};
   let configFile: string | undefined;
   if (fileName && !existsSync(configPath)) {
-    throw new ConfigError(`config file ${fileName} does not exist (resolved to ${configPath})`);
+    const origin = flags.config !== undefined ? '--config' : 'SCHEDULER_CONFIG';
+    throw new ConfigError(`invalid setting ${origin}=${fileName}: expected an existing JSON config file (${configPath} does not exist)`);
   }
   if (existsSync(configPath)) {
     configFile = configPath;
@@ -113,7 +114,8 @@ export function loadConfig(options: LoadOptions = {}): Config {
     pick(name) ?? { value: fallback, origin: `default ${name}` };
 
   const fail = (r: Raw, expected: string, secret = false): never => {
-    const shown = typeof r.value === 'string' ? (secret ? redactUrl(r.value) : r.value) : JSON.stringify(r.value);
+    // A list from the config file (redis: [...]) is shown as JSON, and its URLs are redacted too.
+    const shown = typeof r.value === 'string' ? (secret ? redactUrl(r.value) : r.value) : redactUrl(JSON.stringify(r.value) ?? String(r.value));
     throw new ConfigError(`invalid setting ${r.origin}=${shown === '' ? "''" : shown}: expected ${expected}`);
   };
   const str = (r: Raw, expected: string): string => {

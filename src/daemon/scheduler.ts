@@ -10,9 +10,12 @@ import type { RunStore } from '../store/types.js';
 import { nextPeriodAfter } from '../time/schedule.js';
 import type { Executor } from '../run/execute.js';
 import type { PeriodRunner } from '../run/period.js';
+import type { Takeover } from '../run/takeover.js';
 
 /** Upper bound on one timer, so that a wall-clock jump is noticed within this time. */
 const MAX_TIMER_MS = 30_000;
+/** How often each node looks for attempts whose lease expired (takeover) and for the store's return. */
+const SWEEP_EVERY_MS = 1000;
 
 interface JobState {
   job: Job;
@@ -27,6 +30,7 @@ export interface SchedulerOptions {
   store: RunStore;
   runner: PeriodRunner;
   executor: Executor;
+  takeover: Takeover;
   log: Logger;
   now?: () => Date;
 }
@@ -35,6 +39,10 @@ export class Scheduler {
   private readonly states: JobState[];
   private readonly tracked = new Set<Promise<unknown>>();
   private timer: NodeJS.Timeout | undefined;
+  private sweeper: NodeJS.Timeout | undefined;
+  private sweeping = false;
+  /** Set while the store cannot be read; periods since then are caught up when it answers again. */
+  private storeDownSince: Date | undefined;
   private stopped = false;
   private readonly now: () => Date;
 
@@ -51,12 +59,40 @@ export class Scheduler {
     for (const state of this.states) {
       state.cursor = now;
       state.next = nextPeriodAfter(state.job.schedule, now);
-      // Missed-period accounting starts from the job's last recorded period, if it has one.
+      // A job with no row at all is new: like a new Kubernetes CronJob, it starts with its next
+      // period. Otherwise periods missed since its last recorded one are caught up (or counted).
       const fromExclusive = last.get(state.job.name)?.scheduledAt;
-      this.track(runner.catchUp(state.job, now, { fromExclusive, latestTrigger: 'catch-up' }));
+      if (fromExclusive) this.track(runner.catchUp(state.job, now, { fromExclusive, latestTrigger: 'catch-up' }));
     }
     log.info({ jobs: this.states.map((s) => ({ job: s.job.name, next: s.next?.toISOString() ?? null })) }, 'scheduler started');
     this.arm();
+    this.sweeper = setInterval(() => void this.sweep(), SWEEP_EVERY_MS);
+  }
+
+  /** Takeover of expired leases; catch-up after the store comes back. */
+  private async sweep(): Promise<void> {
+    if (this.sweeping || this.stopped) return;
+    this.sweeping = true;
+    try {
+      const jobs = new Map(this.states.map((s) => [s.job.name, s.job]));
+      const started = await this.options.takeover.safeSweep(jobs);
+      if (started === null) {
+        this.storeDownSince ??= this.now();
+        return;
+      }
+      for (const p of started) this.track(p);
+      if (this.storeDownSince && !this.stopped) {
+        const since = this.storeDownSince;
+        this.storeDownSince = undefined;
+        const now = this.now();
+        this.options.log.info({ since: since.toISOString() }, 'store answers again: catching up periods missed meanwhile');
+        for (const state of this.states) {
+          this.track(this.options.runner.catchUp(state.job, now, { fromExclusive: new Date(since.getTime() - 1000), latestTrigger: 'catch-up' }));
+        }
+      }
+    } finally {
+      this.sweeping = false;
+    }
   }
 
   private track(p: Promise<unknown>): void {
@@ -86,7 +122,10 @@ export class Scheduler {
         // The regular case: exactly one period is due.
         state.cursor = first;
         state.next = second;
-        this.track(runner.runPeriod(job, first, 'schedule'));
+        this.track(runner.runPeriod(job, first, 'schedule').then((r) => {
+          // A claim that failed on the store is caught up once the store answers again.
+          if (r.claim === 'error') this.storeDownSince ??= new Date(first.getTime());
+        }));
         continue;
       }
       // Woken late past several periods: the latest runs as 'schedule', the rest go through catch-up.
@@ -106,6 +145,7 @@ export class Scheduler {
   async stop(graceMs: number): Promise<void> {
     this.stopped = true;
     if (this.timer) clearTimeout(this.timer);
+    if (this.sweeper) clearInterval(this.sweeper);
     const { runner, executor, log } = this.options;
     runner.stop();
     log.info({ inFlight: executor.size, graceMs }, 'stopping: no new claims; waiting for in-flight runs');

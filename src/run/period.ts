@@ -20,6 +20,18 @@ export interface PeriodResult {
   error?: string;
 }
 
+export interface RunPeriodOptions {
+  /** The attempt to claim first (a takeover claims attempt n + 1 of a period). Default 1. */
+  firstAttempt?: number;
+  /** Record the period 'skipped' (overlap) when the job has a live run elsewhere. Default: overlap 'skip' and attempt 1. */
+  checkOverlap?: boolean;
+  /**
+   * Keep trying the lock for this long when it is held (a takeover: the dead holder's key may outlive
+   * its row lease by a little clock drift). Default 0: a tick's race is lost at once.
+   */
+  lockWaitMs?: number;
+}
+
 export interface CatchUpOptions {
   /** Periods after this instant are considered (older than catchUp ones are counted as missed). */
   fromExclusive?: Date;
@@ -60,15 +72,18 @@ export class PeriodRunner {
   }
 
   /** Claims a period and runs it, with its retries. Never throws. */
-  async runPeriod(job: Job, scheduledAt: Date, trigger: Trigger, firstAttempt = 1): Promise<PeriodResult> {
+  async runPeriod(job: Job, scheduledAt: Date, trigger: Trigger, options: RunPeriodOptions = {}): Promise<PeriodResult> {
     const key = periodKey(job.name, scheduledAt);
     const result: PeriodResult = { job: job.name, periodKey: key, scheduledAt, claim: 'stopped', attempts: [] };
+    const firstAttempt = options.firstAttempt ?? 1;
+    const checkOverlap = options.checkOverlap ?? (job.overlap === 'skip' && firstAttempt === 1);
     let attempt = firstAttempt;
+    const claimStarted = Date.now();
     for (;;) {
       if (this.stopped) return result;
       let claim: ClaimResult;
       try {
-        claim = await this.claimer.claim({ job, scheduledAt, trigger, attempt, checkOverlap: job.overlap === 'skip' && attempt === firstAttempt });
+        claim = await this.claimer.claim({ job, scheduledAt, trigger, attempt, checkOverlap: checkOverlap && attempt === firstAttempt });
       } catch (err) {
         this.log.error({ job: job.name, periodKey: key, attempt, err: { message: errorMessage(err) } }, 'claim failed');
         if (result.attempts.length === 0) {
@@ -76,6 +91,10 @@ export class PeriodRunner {
           result.error = errorMessage(err);
         }
         return result;
+      }
+      if (claim.outcome === 'lost-lock' && options.lockWaitMs && Date.now() - claimStarted < options.lockWaitMs) {
+        await this.sleep(200);
+        continue;
       }
       if (result.attempts.length === 0) result.claim = claim.outcome;
       if (claim.outcome !== 'won') {

@@ -280,7 +280,15 @@ export class KnexRunStore implements RunStore {
       }));
       await this.wrap('record skipped periods', async () => {
         // Marker rows only: a row that exists already (another node recorded or ran it) stays as it is.
-        await this.knex(RUNS_TABLE).insert(rows).onConflict(['job', 'scheduled_at', 'shard', 'attempt']).ignore();
+        const insert = this.knex(RUNS_TABLE).insert(rows).onConflict(['job', 'scheduled_at', 'shard', 'attempt']);
+        if (this.kind === 'mysql') {
+          // Not `.ignore()`: on MySQL that is INSERT IGNORE, which also turns every other error into a
+          // warning (a NULL written as '', a name silently truncated). A no-op ON DUPLICATE KEY UPDATE
+          // skips the conflicting rows only.
+          await insert.merge({ id: this.knex.ref('id') });
+        } else {
+          await insert.ignore();
+        }
       });
       written += rows.length;
     }
@@ -309,6 +317,33 @@ export class KnexRunStore implements RunStore {
       const updated = await this.knex(RUNS_TABLE)
         .where({ id: runId, node_id: nodeId, status: 'running' })
         .update({ heartbeat_at: this.nowRaw() });
+      return Number(updated) > 0;
+    });
+  }
+
+  async staleRuns(): Promise<RunRecord[]> {
+    return this.wrap('read stale runs', async () => {
+      const rows = await this.knex(RUNS_TABLE)
+        .where({ status: 'running' })
+        .andWhereRaw(`heartbeat_at + lease_ms < ${this.nowSql}`)
+        .orderBy('id', 'asc')
+        .limit(100);
+      return (rows as Row[]).map(toRecord);
+    });
+  }
+
+  async abandonRun(runId: string, status: 'abandoned' | 'failed', reason: string): Promise<boolean> {
+    return this.wrap('abandon run', async () => {
+      const updated = await this.knex(RUNS_TABLE)
+        .where({ id: runId, status: 'running' })
+        .andWhereRaw(`heartbeat_at + lease_ms < ${this.nowSql}`)
+        .update({
+          status,
+          reason,
+          error: status === 'failed' ? reason : null,
+          finished_at: this.nowRaw(),
+          duration_ms: this.knex.raw(`${this.nowSql} - started_at`),
+        });
       return Number(updated) > 0;
     });
   }

@@ -93,6 +93,14 @@ export interface RunStore {
   periodRuns(job: string, scheduledAt: Date, shard?: number): Promise<RunRecord[]>;
   /** The job's runs with status 'running' whose heartbeat is younger than their lease (store clock). */
   liveRuns(job: string): Promise<RunRecord[]>;
+  /** Running attempts whose heartbeat is older than their lease, by the store's clock. */
+  staleRuns(): Promise<RunRecord[]>;
+  /**
+   * Compare-and-set: ends a running attempt whose lease has expired (by the store's clock) with
+   * `status` ('abandoned', or 'failed' when the period has abandoned too many attempts). True for
+   * exactly one caller; false when the attempt heartbeated again, finished, or another node got there first.
+   */
+  abandonRun(runId: string, status: 'abandoned' | 'failed', reason: string): Promise<boolean>;
   /** Period instants (epoch ms) of the job that have any row, in [fromMs, toMs]. */
   periodsWithRows(job: string, fromMs: number, toMs: number): Promise<Set<number>>;
   /** The latest run of each job named (by start). */
