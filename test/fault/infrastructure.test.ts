@@ -1,0 +1,152 @@
+/**
+ * Faults of the infrastructure: Redis masters lost (two of three, then all) and back; the store cut
+ * off and back; node clocks skewed by +-1.5 s (libfaketime). Every-second jobs on three real daemons;
+ * the assertions come from the bodies' own side effects.
+ */
+import { execFileSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createMariaDb, type TestDatabase } from '../helpers/databases.js';
+import { startRedisServers, waitFor, type RedisServer } from '../helpers/redis.js';
+import { Workspace } from '../helpers/workspace.js';
+import { Cluster, StoreProxy, duplicateStarts, faultJob, overlappingAttempts, secondsBetween } from './harness.js';
+
+let db: TestDatabase;
+let redis: RedisServer[];
+const workspaces: Workspace[] = [];
+const clusters: Cluster[] = [];
+const proxies: StoreProxy[] = [];
+
+beforeAll(async () => {
+  [db, redis] = await Promise.all([createMariaDb('cron_fault'), startRedisServers(3)]);
+});
+
+afterAll(async () => {
+  await Promise.all(clusters.map((c) => c.stopAll()));
+  for (const p of proxies) await p.close();
+  await Promise.all(redis.map((r) => r.cleanup()));
+  await db.drop();
+  for (const w of workspaces) w.cleanup();
+});
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+function setup(prefix: string, store = db.url): { ws: Workspace; cluster: Cluster } {
+  const ws = new Workspace(`cron-fault-${prefix}-`);
+  workspaces.push(ws);
+  const cluster = new Cluster(ws, {
+    SCHEDULER_STORE: store,
+    SCHEDULER_REDIS: redis.map((r) => r.url).join(','),
+    SCHEDULER_REDIS_PREFIX: `fault-${prefix}-${Date.now()}:`,
+  });
+  clusters.push(cluster);
+  return { ws, cluster };
+}
+
+/** Period keys of job `name` that must each have exactly one attempt-1 start, between two instants. */
+function expectEverySecondOnce(cluster: Cluster, job: string, fromMs: number, toMs: number): void {
+  const effects = cluster.effects().filter((e) => e.key.startsWith(`${job}@`));
+  expect(duplicateStarts(effects)).toEqual([]);
+  const started = new Set(effects.filter((e) => e.ev === 'start').map((e) => e.key));
+  const missing = secondsBetween(fromMs, toMs).map((iso) => `${job}@${iso}`).filter((k) => !started.has(k));
+  expect(missing).toEqual([]);
+}
+
+describe('fault: infrastructure', () => {
+  it('Redis: two of three masters stopped, then all three, then restarted: no crash, no duplicate, no gap', async () => {
+    const { ws, cluster } = setup('redis');
+    ws.writeJob('tick.mjs', faultJob({ schedule: '* * * * * *', durationMs: 50, extra: { lockTtl: '2s', catchUp: '1m', coalesce: false } }));
+    for (const n of ['r1', 'r2', 'r3']) cluster.start(n);
+    await Promise.all(['r1', 'r2', 'r3'].map((n) => cluster.started(n)));
+    const t0 = Date.now();
+    await sleep(3000);
+    await Promise.all([redis[0]!.stop(), redis[1]!.stop()]);
+    await sleep(4000);
+    await redis[2]!.stop();
+    await sleep(4000);
+    await Promise.all(redis.map((r) => r.start()));
+    await sleep(4000);
+    const t1 = Date.now();
+    await sleep(1500);
+    expect(await cluster.stopAll()).toEqual([0, 0, 0]);
+
+    expectEverySecondOnce(cluster, 'tick', t0, t1);
+    expect(overlappingAttempts(cluster.effects(), new Map())).toEqual([]);
+    const logs = [...cluster.nodes.values()].flatMap((d) => d.logs());
+    expect(logs.some((l) => l.msg === 'Redis quorum unreachable: claims go on through the run row alone')).toBe(true);
+    expect(logs.some((l) => l.msg === 'Redis quorum is back: claims use Redlock again')).toBe(true);
+    const runs = await cluster.history();
+    expect(runs.filter((r) => r.status === 'running')).toEqual([]);
+    // History agrees with the side effects: one succeeded row per started period.
+    const succeeded = new Set(runs.filter((r) => r.job === 'tick' && r.status === 'succeeded').map((r) => r.periodKey));
+    const started = new Set(cluster.effects().filter((e) => e.ev === 'start').map((e) => e.key));
+    expect([...started].filter((k) => !succeeded.has(k))).toEqual([]);
+  });
+
+  it('store cut off and back: no run starts without its row, the in-flight outcome is written afterwards, missed periods are caught up', async () => {
+    const proxy = new StoreProxy(Number(new URL(db.url).port || 3306));
+    proxies.push(proxy);
+    await proxy.start();
+    const viaProxy = new URL(db.url);
+    viaProxy.port = String(proxy.port);
+    const { ws, cluster } = setup('store', viaProxy.toString());
+    // overlap 'allow': every missed second must run (with 'skip', a catch-up period that meets a live
+    // run is recorded skipped instead, which the contract also allows).
+    ws.writeJob('steady.mjs', faultJob({ schedule: '* * * * * *', durationMs: 50, extra: { lockTtl: '3s', catchUp: '1m', coalesce: false, overlap: 'allow' } }));
+    ws.writeJob('inflight.mjs', faultJob({ schedule: '*/10 * * * * *', durationMs: 5000, extra: { lockTtl: '3s', catchUp: '1m' } }));
+    for (const n of ['s1', 's2']) cluster.start(n);
+    await Promise.all(['s1', 's2'].map((n) => cluster.started(n)));
+    const t0 = Date.now();
+    const long = await waitFor('the long job to start', () => cluster.effects().find((e) => e.ev === 'start' && e.key.startsWith('inflight@')), 30_000);
+    await sleep(500);
+    await proxy.cut();
+    const cutAt = Date.now();
+    await sleep(5000);
+    await proxy.restore();
+    await waitFor('the long run to end', () => cluster.effects().some((e) => e.key === long.key && e.ev === 'end'), 30_000);
+    // Missed seconds are caught up; give the cluster time to do it.
+    await sleep(5000);
+    const t1 = Date.now();
+    await sleep(1000);
+    expect(await cluster.stopAll()).toEqual([0, 0]);
+
+    if (process.env.FAULT_DEBUG) for (const [id, d] of cluster.nodes) console.log(id, d.logs().filter((l) => l.level !== 'info' || /store|catch|coalesc/.test(String(l.msg))).map((l) => JSON.stringify(l).slice(0, 400)).join('\n'));
+    expectEverySecondOnce(cluster, 'steady', t0, t1);
+    const runs = await cluster.history();
+    const rowKeys = new Set(runs.map((r) => `${r.periodKey}#${r.attempt}`));
+    // No run started without its row.
+    expect(cluster.effects().filter((e) => e.ev === 'start' && !rowKeys.has(`${e.key}#${e.attempt}`))).toEqual([]);
+    expect(runs.filter((r) => r.status === 'running')).toEqual([]);
+    const longRuns = runs.filter((r) => r.periodKey === long.key);
+    expect(longRuns.map((r) => [r.attempt, r.status])).toEqual([[1, 'succeeded']]);
+    // Some seconds during the cut ran late, as catch-up.
+    const late = cluster.effects().filter((e) => e.ev === 'start' && e.key.startsWith('steady@') && e.trigger === 'catch-up');
+    expect(late.length).toBeGreaterThan(0);
+    expect(late.every((e) => Date.parse(e.key.slice('steady@'.length)) >= cutAt - 1000)).toBe(true);
+  });
+
+  it('clocks skewed by +1.5 s and -1.5 s (libfaketime): no duplicate, no gap, no false takeover', async () => {
+    // libfaketime preloaded straight into node (the `faketime` wrapper would not pass SIGTERM on).
+    const lib = execFileSync('sh', ['-c', 'dpkg -L libfaketime | grep "/libfaketime.so.1$"'], { encoding: 'utf8' }).trim();
+    expect(existsSync(lib)).toBe(true);
+    const { ws, cluster } = setup('skew');
+    ws.writeJob('skewed.mjs', faultJob({ schedule: '* * * * * *', durationMs: 300, extra: { lockTtl: '2s', catchUp: '1m', coalesce: false, overlap: 'allow' } }));
+    const faked = (offset: string) => ({ LD_PRELOAD: lib, FAKETIME: offset, FAKETIME_DONT_FAKE_MONOTONIC: '1', FAKETIME_NO_CACHE: '1' });
+    cluster.start('ahead', faked('+1.5s'));
+    cluster.start('behind', faked('-1.5s'));
+    cluster.start('exact');
+    await Promise.all(['ahead', 'behind', 'exact'].map((n) => cluster.started(n)));
+    const t0 = Date.now() + 2000;
+    await sleep(12_000);
+    const t1 = Date.now() - 2000;
+    expect(await cluster.stopAll()).toEqual([0, 0, 0]);
+
+    const runs = await cluster.history();
+    if (process.env.FAULT_DEBUG) console.log(runs.filter((r) => r.status !== 'succeeded').map((r) => JSON.stringify(r)).join('\n'));
+    expectEverySecondOnce(cluster, 'skewed', t0, t1);
+    expect(runs.filter((r) => r.status === 'abandoned' || r.status === 'running')).toEqual([]);
+    const winners = new Set(cluster.effects().filter((e) => e.ev === 'start').map((e) => e.node));
+    // The node ahead fires first and wins most periods; it must not be the only one able to.
+    expect(winners.has('ahead')).toBe(true);
+  });
+});
