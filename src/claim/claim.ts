@@ -2,6 +2,7 @@
  * The claim protocol: lock first (losers stop there, with no query to the store), then the run row
  * under its unique key. The row, not the lock, is the fence: a node that wins the lock but loses the
  * insert does not run the body. With the Redis quorum unreachable, claims go on through the row alone.
+ * With overlap 'skip', the winner of the row records it skipped when an earlier period's run is live.
  */
 import { LockUnavailableError, errorMessage } from '../errors.js';
 import type { Job, Trigger } from '../jobs/types.js';
@@ -62,18 +63,20 @@ export class Claimer {
         }
       }
 
-      if (req.checkOverlap) {
-        const live = (await this.store.liveRuns(job.name)).filter((r) => r.periodKey !== key);
-        if (live.length > 0) {
-          await this.store.insertSkipped([{ job: job.name, scheduledAt, periodKey: key, trigger, nodeId: this.nodeId, reason: 'overlap' }]);
-          return { outcome: 'skipped-overlap', running: live[0] };
-        }
-      }
-
       const inserted = await this.store.insertRun({
         job: job.name, scheduledAt, periodKey: key, attempt, trigger, nodeId: this.nodeId, leaseMs: job.lockTtlMs,
       });
       if (inserted.outcome === 'duplicate') return { outcome: 'lost-row' };
+      if (req.checkOverlap) {
+        // Only a live run of an EARLIER period blocks this one, so that two periods claimed at the
+        // same moment cannot skip each other. The row is ours already: the skip is recorded on it.
+        const earlier = (await this.store.liveRuns(job.name))
+          .filter((r) => r.id !== inserted.run.id && r.scheduledAt.getTime() < scheduledAt.getTime());
+        if (earlier.length > 0) {
+          await this.store.finishRun(inserted.run.id, this.nodeId, { status: 'skipped', reason: 'overlap' });
+          return { outcome: 'skipped-overlap', running: earlier[0] };
+        }
+      }
       won = true;
       return { outcome: 'won', run: inserted.run, lease, release: () => this.inHand.delete(key) };
     } finally {

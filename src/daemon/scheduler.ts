@@ -43,6 +43,8 @@ export class Scheduler {
   private sweeping = false;
   /** Set while the store cannot be read; periods since then are caught up when it answers again. */
   private storeDownSince: Date | undefined;
+  /** No takeover before this instant (ms), just after the store came back. */
+  private quietUntil = 0;
   private stopped = false;
   private readonly now: () => Date;
 
@@ -74,22 +76,32 @@ export class Scheduler {
     if (this.sweeping || this.stopped) return;
     this.sweeping = true;
     try {
-      const jobs = new Map(this.states.map((s) => [s.job.name, s.job]));
-      const started = await this.options.takeover.safeSweep(jobs);
-      if (started === null) {
-        this.storeDownSince ??= this.now();
-        return;
-      }
-      for (const p of started) this.track(p);
-      if (this.storeDownSince && !this.stopped) {
+      const now = this.now();
+      if (this.storeDownSince) {
+        try {
+          await this.options.store.now();
+        } catch {
+          return;
+        }
         const since = this.storeDownSince;
         this.storeDownSince = undefined;
-        const now = this.now();
+        // Live runs could not heartbeat while the store was away: give them time to do so before
+        // judging any lease, so that an outage of the store alone causes no takeover.
+        this.quietUntil = now.getTime() + 2 * SWEEP_EVERY_MS;
         this.options.log.info({ since: since.toISOString() }, 'store answers again: catching up periods missed meanwhile');
         for (const state of this.states) {
           this.track(this.options.runner.catchUp(state.job, now, { fromExclusive: new Date(since.getTime() - 1000), latestTrigger: 'catch-up' }));
         }
+        return;
       }
+      if (now.getTime() < this.quietUntil) return;
+      const jobs = new Map(this.states.map((s) => [s.job.name, s.job]));
+      const started = await this.options.takeover.safeSweep(jobs);
+      if (started === null) {
+        this.storeDownSince ??= now;
+        return;
+      }
+      for (const p of started) this.track(p);
     } finally {
       this.sweeping = false;
     }

@@ -52,6 +52,13 @@ export async function loadJobs(jobsDir: string, defaultTimezone: string, cwd = p
     let exported: unknown;
     try {
       const mod = (await jiti.import(file)) as Record<string, unknown> | undefined;
+      if (mod && typeof mod === 'object' && !('default' in mod) && mod.__esModule) {
+        // An ES module without `export default` (only named exports, or none): say so, rather than
+        // reporting its named exports as unknown fields of a job.
+        const names = Object.keys(mod).filter((k) => k !== '__esModule');
+        invalid.push({ file: shown, problems: [`${shown}: default export = none${names.length ? ` (named exports: ${names.join(', ')})` : ''}: expected \`export default { schedule, run, ... }\` (see defineJob)`] });
+        continue;
+      }
       exported = mod && typeof mod === 'object' && 'default' in mod ? mod.default : mod;
     } catch (err) {
       invalid.push({ file: shown, problems: [`${shown}: cannot be loaded: ${oneLine(errorMessage(err))}`] });

@@ -166,10 +166,11 @@ export class Executor {
    */
   private keepLease(job: Job, run: RunRecord, lease: Lease | null, controller: AbortController, log: Logger): () => void {
     const every = Math.max(200, Math.floor(job.lockTtlMs / 3));
-    let busy = false;
-    const timer = setInterval(async () => {
-      if (busy || controller.signal.aborted) return;
-      busy = true;
+    let timer: NodeJS.Timeout | undefined;
+    let stopped = false;
+    const beat = async () => {
+      if (stopped || controller.signal.aborted) return;
+      let next = every;
       try {
         const [lock, row] = await Promise.all([
           lease ? lease.extend(job.lockTtlMs) : Promise.resolve('ok' as const),
@@ -181,15 +182,24 @@ export class Executor {
         if (row === false || lock === 'lost') {
           log.warn({ lock, rowOwned: row }, 'lease lost: aborting the run');
           controller.abort('lease-lost');
+          return;
         }
+        // While the store is away, beat often so that the row is fresh again as soon as it answers.
+        if (row === 'unavailable') next = Math.min(every, 200);
       } catch (err) {
         log.warn({ err: { message: errorMessage(err) } }, 'lease keeping failed');
-      } finally {
-        busy = false;
       }
-    }, every);
+      if (!stopped) {
+        timer = setTimeout(() => void beat(), next);
+        timer.unref();
+      }
+    };
+    timer = setTimeout(() => void beat(), every);
     timer.unref();
-    return () => clearInterval(timer);
+    return () => {
+      stopped = true;
+      if (timer) clearTimeout(timer);
+    };
   }
 
   /** Writes the outcome; while the store is unreachable, keeps it and tries again. */

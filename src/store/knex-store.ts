@@ -24,6 +24,13 @@ const NOW_MS: Record<RunStore['kind'], string> = {
   postgres: 'CAST(FLOOR(EXTRACT(EPOCH FROM clock_timestamp()) * 1000) AS BIGINT)',
 };
 
+/**
+ * knex's own logger prints with console.log, i.e. to stdout: a multi-line "Acquire connection error"
+ * stack in the middle of the daemon's JSON log lines, or of a command's --json document. Every failure
+ * it reports also reaches the caller as an error (and is reported there, redacted), so it stays quiet.
+ */
+const QUIET_KNEX_LOG: Knex.Logger = { warn: () => {}, error: () => {}, debug: () => {}, deprecate: () => {} };
+
 export function isUniqueViolation(err: unknown): boolean {
   const e = err as { code?: string; errno?: number } | undefined;
   return (
@@ -109,6 +116,25 @@ function serialiseResult(value: unknown): string | null {
   }
 }
 
+/** Under MySQL's TEXT limit (65,535 bytes), with room for the truncation note. */
+const MAX_TEXT_BYTES = 60_000;
+
+/**
+ * Error texts as every backend can store them: PostgreSQL refuses NUL characters in text, and MySQL
+ * refuses (strict mode) a TEXT value over 64 KB. Either would make the outcome of a run unrecordable.
+ */
+export function storableText(value: string | null | undefined, maxBytes = MAX_TEXT_BYTES): string | null {
+  if (value === null || value === undefined) return null;
+  const text = value.includes('\u0000') ? value.replace(/\u0000/g, '\uFFFD') : value;
+  const bytes = Buffer.byteLength(text, 'utf8');
+  if (bytes <= maxBytes) return text;
+  const note = `… [truncated, ${bytes} bytes in all]`;
+  let cut = Buffer.from(text, 'utf8').subarray(0, maxBytes - Buffer.byteLength(note, 'utf8')).toString('utf8');
+  // A multi-byte character cut in two decodes as U+FFFD: drop it.
+  if (cut.endsWith('\uFFFD') && !text.startsWith(cut)) cut = cut.slice(0, -1);
+  return cut + note;
+}
+
 export class KnexRunStore implements RunStore {
   readonly kind: RunStore['kind'];
   private readonly knex: Knex;
@@ -129,6 +155,7 @@ export class KnexRunStore implements RunStore {
     if (config.kind === 'sqlite') {
       if (config.path !== ':memory:') mkdirSync(dirname(config.path), { recursive: true });
       knex = knexFactory({
+        log: QUIET_KNEX_LOG,
         client: 'better-sqlite3',
         connection: { filename: config.path },
         useNullAsDefault: true,
@@ -149,6 +176,7 @@ export class KnexRunStore implements RunStore {
       });
     } else if (config.kind === 'mysql') {
       knex = knexFactory({
+        log: QUIET_KNEX_LOG,
         client: 'mysql2',
         connection: { uri: config.url, timezone: 'Z', connectTimeout: 5000, supportBigNumbers: true, bigNumberStrings: false } as Knex.MySql2ConnectionConfig & { uri: string },
         pool: { min: 0, max: 4 },
@@ -156,6 +184,7 @@ export class KnexRunStore implements RunStore {
       });
     } else {
       knex = knexFactory({
+        log: QUIET_KNEX_LOG,
         client: 'pg',
         connection: { connectionString: config.url, connectionTimeoutMillis: 5000 },
         pool: { min: 0, max: 4 },
@@ -304,9 +333,9 @@ export class KnexRunStore implements RunStore {
           finished_at: this.nowRaw(),
           duration_ms: this.knex.raw(`${this.nowSql} - started_at`),
           result: serialiseResult(outcome.result),
-          error: outcome.error ?? null,
-          error_stack: outcome.errorStack ?? null,
-          reason: outcome.reason ?? null,
+          error: storableText(outcome.error),
+          error_stack: storableText(outcome.errorStack),
+          reason: outcome.reason === null || outcome.reason === undefined ? null : storableText(outcome.reason)!.slice(0, 200),
         });
       return Number(updated) > 0;
     });

@@ -59,7 +59,7 @@ export interface SkippedRun {
 }
 
 export interface RunOutcome {
-  status: Exclude<RunStatus, 'running' | 'skipped'>;
+  status: Exclude<RunStatus, 'running'>;
   result?: unknown;
   error?: string | null;
   errorStack?: string | null;
