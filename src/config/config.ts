@@ -213,6 +213,8 @@ function parseRedis(r: Raw, fail: Fail): string[] {
     }
   }
   if (new Set(items).size !== items.length) return fail(r, `${expected}; the same server is listed twice`, true);
+  // An even count buys nothing: 2 masters need both for a quorum, 4 need 3.
+  if (items.length > 0 && items.length % 2 === 0) return fail(r, `${expected}; ${items.length} masters given, use an odd number`, true);
   return items;
 }
 

@@ -49,6 +49,7 @@ export class RedisServer {
     this.proc = spawn('redis-server', ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', this.dir], { stdio: 'ignore' });
     await waitFor(`redis on ${this.port}`, async () => {
       const c = new Redis(this.port, '127.0.0.1', { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+      c.on('error', () => {});
       try {
         await c.connect();
         return (await c.ping()) === 'PONG';
