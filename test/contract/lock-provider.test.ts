@@ -1,0 +1,423 @@
+/**
+ * LockProvider conformance: one suite, run for Redlock over 3 and over 1 Redis master that this file
+ * starts on free ports (never the shared 6379), and for the NoLockProvider where it applies. The lock
+ * only saves work, but its answers must be right: a lost race is null, an unreachable quorum throws.
+ */
+import { randomBytes } from 'node:crypto';
+import { Redis } from 'ioredis';
+import pino from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Lease, LockProvider } from '../../src/claim/lock.js';
+import { NoLockProvider } from '../../src/claim/no-lock.js';
+import { RedlockProvider } from '../../src/claim/redlock-provider.js';
+import { LockUnavailableError } from '../../src/errors.js';
+import { startRedisServers, waitFor, type RedisServer } from '../helpers/redis.js';
+
+const silent = pino({ level: 'silent' });
+const uid = (): string => randomBytes(4).toString('hex');
+const periodKey = (job = `job-${uid()}`): string => `${job}@2026-11-30T18:00:00.000Z`;
+
+interface Fixture {
+  /** A new provider instance, as another node would have (connected). */
+  make(): Promise<LockProvider>;
+  /** Does a held lease keep others out? (false: no Redis, the row decides) */
+  exclusive: boolean;
+  /** The state() of a healthy provider. */
+  healthy: ReturnType<LockProvider['state']>;
+  kind: LockProvider['kind'];
+}
+
+/** What every provider must do. */
+export function describeLockProvider(name: string, setup: () => Promise<Fixture>, teardown: () => Promise<void>): void {
+  describe(`LockProvider contract: ${name}`, () => {
+    let fx: Fixture;
+    const opened: LockProvider[] = [];
+    const make = async (): Promise<LockProvider> => {
+      const p = await fx.make();
+      opened.push(p);
+      return p;
+    };
+
+    beforeAll(async () => {
+      fx = await setup();
+    });
+    afterAll(async () => {
+      await Promise.allSettled(opened.map((p) => p.close()));
+      await teardown();
+    });
+
+    it('connect() resolves, kind and state() are as expected', async () => {
+      const p = await make();
+      expect(p.kind).toBe(fx.kind);
+      expect(p.state()).toBe(fx.healthy);
+    });
+
+    it('tryAcquire returns a Lease whose release() and extend() answer without throwing', async () => {
+      const p = await make();
+      const lease = await p.tryAcquire(periodKey(), 2_000);
+      expect(lease).not.toBeNull();
+      expect(typeof lease!.key).toBe('string');
+      expect(await lease!.extend(2_000)).toBe('ok');
+      await expect(lease!.release()).resolves.toBeUndefined();
+      // A second release of the same lease is harmless.
+      await expect(lease!.release()).resolves.toBeUndefined();
+    });
+
+    it('a second tryAcquire of a held key is null while held (or a lease when nothing is exclusive)', async () => {
+      const [a, b] = [await make(), await make()];
+      const key = periodKey();
+      const first = await a.tryAcquire(key, 5_000);
+      expect(first).not.toBeNull();
+      const second = await b.tryAcquire(key, 5_000);
+      const again = await a.tryAcquire(key, 5_000);
+      if (fx.exclusive) {
+        expect(second).toBeNull();
+        expect(again).toBeNull();
+      } else {
+        expect(second).not.toBeNull();
+        expect(again).not.toBeNull();
+      }
+      // Other keys are independent.
+      expect(await b.tryAcquire(periodKey(), 5_000)).not.toBeNull();
+      await first!.release();
+    });
+
+    it('after release() another can acquire', async () => {
+      const [a, b] = [await make(), await make()];
+      const key = periodKey();
+      const lease = await a.tryAcquire(key, 10_000);
+      expect(lease).not.toBeNull();
+      await lease!.release();
+      const next = await b.tryAcquire(key, 10_000);
+      expect(next).not.toBeNull();
+      await next!.release();
+    });
+
+    it('after TTL expiry another can acquire', async () => {
+      const [a, b] = [await make(), await make()];
+      const key = periodKey();
+      expect(await a.tryAcquire(key, 300)).not.toBeNull();
+      const started = Date.now();
+      const next = await waitFor('the lease to expire', () => b.tryAcquire(key, 5_000).then((l) => l ?? undefined), 5_000, 50);
+      if (fx.exclusive) expect(Date.now() - started).toBeGreaterThanOrEqual(200);
+      await next.release();
+    });
+  });
+}
+
+const CLUSTER_PREFIX = `cc-contract-${uid()}:`;
+
+/** Redlock over n masters started here; the exclusive and fault parts of the contract. */
+function describeRedlock(n: number): void {
+  let servers: RedisServer[] = [];
+  let inspectors: Redis[] = [];
+  const prefix = `${CLUSTER_PREFIX}${n}:`;
+  const all: RedlockProvider[] = [];
+  const newProvider = (): RedlockProvider => {
+    const p = new RedlockProvider({ urls: servers.map((s) => s.url), prefix, log: silent });
+    all.push(p);
+    return p;
+  };
+  const connected = async (): Promise<RedlockProvider> => {
+    const p = newProvider();
+    await p.connect();
+    return p;
+  };
+
+  describe(`RedlockProvider over ${n} Redis master${n > 1 ? 's' : ''}`, () => {
+    beforeAll(async () => {
+      servers = await startRedisServers(n);
+      inspectors = servers.map((s) => new Redis(s.port, '127.0.0.1', { maxRetriesPerRequest: 1, retryStrategy: () => 200 }));
+    });
+    afterAll(async () => {
+      await Promise.allSettled(all.map((p) => p.close()));
+      for (const c of inspectors) c.disconnect();
+      await Promise.allSettled(servers.map((s) => s.cleanup()));
+    });
+
+    describeLockProvider(
+      'shared suite',
+      // The shared suite closes the providers it makes itself.
+      async () => ({
+        make: async () => {
+          const p = new RedlockProvider({ urls: servers.map((s) => s.url), prefix, log: silent });
+          await p.connect();
+          return p;
+        },
+        exclusive: true, healthy: 'ok', kind: 'redlock',
+      }),
+      async () => {},
+    );
+
+    describe(`Redlock over ${n} master${n > 1 ? 's' : ''}: leases, keys and races`, () => {
+      /** Every master answers again, and every provider made so far sees them. */
+      async function healthy(): Promise<void> {
+        for (const s of servers) {
+          s.resume();
+          if (!s.proc) await s.start();
+        }
+        await waitFor('every provider to see every master', () => all.every((p) => p.state() === 'ok'), 15_000);
+      }
+
+      it('extend() keeps the lease past its first TTL', async () => {
+        const [a, b] = [await connected(), await connected()];
+        const key = periodKey();
+        const lease = (await a.tryAcquire(key, 400))!;
+        expect(lease).not.toBeNull();
+        for (let i = 0; i < 4; i++) {
+          await new Promise((r) => setTimeout(r, 200));
+          expect(await lease.extend(400)).toBe('ok');
+        }
+        // 800 ms after acquiring a 400 ms lease: still held.
+        expect(await b.tryAcquire(key, 1_000)).toBeNull();
+        await lease.release();
+        expect(await lease.extend(1_000)).toBe('lost');
+      });
+
+      it("extend() returns 'lost' once the lease expired and another took it", async () => {
+        const [a, b] = [await connected(), await connected()];
+        const key = periodKey();
+        const lease = (await a.tryAcquire(key, 300))!;
+        expect(lease).not.toBeNull();
+        const other = await waitFor('another holder after expiry', () => b.tryAcquire(key, 10_000).then((l) => l ?? undefined), 5_000, 50);
+        expect(await lease.extend(5_000)).toBe('lost');
+        // The other holder keeps it: the failed extension did not disturb it.
+        expect(await a.tryAcquire(key, 1_000)).toBeNull();
+        expect(await other.extend(5_000)).toBe('ok');
+        await other.release();
+      });
+
+      it("extend() returns 'lost' when the key was taken over before the lease's own expiry", async () => {
+        const [a, b] = [await connected(), await connected()];
+        const key = periodKey();
+        const lease = (await a.tryAcquire(key, 20_000))!;
+        // Simulate a master that lost the key (restart without persistence) everywhere at once.
+        await Promise.all(inspectors.map((c) => c.del(lease.key)));
+        const other = (await b.tryAcquire(key, 20_000))!;
+        expect(other).not.toBeNull();
+        expect(await lease.extend(20_000)).toBe('lost');
+        // A release of the lost lease must not free the new holder's key.
+        await lease.release();
+        expect(await a.tryAcquire(key, 1_000)).toBeNull();
+        await other.release();
+      });
+
+      it('keys carry the configured prefix, on every master, with the TTL asked for', async () => {
+        const p = await connected();
+        const key = periodKey();
+        const lease = (await p.tryAcquire(key, 7_000))!;
+        expect(lease.key).toBe(`${prefix}lock:${key}`);
+        await waitFor('the key on every master', async () => {
+          const values = await Promise.all(inspectors.map((c) => c.get(lease.key)));
+          return values.every((v) => typeof v === 'string' && v.length > 0);
+        }, 5_000, 20);
+        for (const c of inspectors) {
+          const ttl = await c.pttl(lease.key);
+          expect(ttl).toBeGreaterThan(5_000);
+          expect(ttl).toBeLessThanOrEqual(7_000);
+          // Nothing written outside the prefix.
+          expect(await c.exists(key, `lock:${key}`)).toBe(0);
+          expect((await c.keys('*')).every((k) => k.startsWith(prefix))).toBe(true);
+        }
+        await lease.release();
+        for (const c of inspectors) expect(await c.exists(lease.key)).toBe(0);
+      });
+
+      it('two prefixes do not see each other', async () => {
+        const other = new RedlockProvider({ urls: servers.map((s) => s.url), prefix: `${prefix}other:`, log: silent });
+        all.push(other);
+        await other.connect();
+        const p = await connected();
+        const key = periodKey();
+        const a = await p.tryAcquire(key, 5_000);
+        const b = await other.tryAcquire(key, 5_000);
+        expect(a).not.toBeNull();
+        expect(b).not.toBeNull();
+        expect(a!.key).not.toBe(b!.key);
+        await a!.release();
+        await b!.release();
+      });
+
+      it('10 provider instances race for one key: exactly one wins, the others get null, round after round', async () => {
+        const racers = await Promise.all(Array.from({ length: 10 }, () => connected()));
+        for (let round = 0; round < 12; round++) {
+          const key = periodKey();
+          const order = [...racers].sort(() => Math.random() - 0.5);
+          const results = await Promise.allSettled(order.map((p) => p.tryAcquire(key, 10_000)));
+          const errors = results.filter((r) => r.status === 'rejected');
+          expect(errors.map((e) => String((e as PromiseRejectedResult).reason))).toEqual([]);
+          const leases = results.flatMap((r) => (r.status === 'fulfilled' && r.value ? [r.value] : []));
+          expect(leases, `round ${round}`).toHaveLength(1);
+          await leases[0]!.release();
+        }
+      });
+
+      it('a second acquire from the same instance is null while held, and a lease after expiry', async () => {
+        const p = await connected();
+        const key = periodKey();
+        expect(await p.tryAcquire(key, 300)).not.toBeNull();
+        expect(await p.tryAcquire(key, 300)).toBeNull();
+        const l = await waitFor('the key to expire', () => p.tryAcquire(key, 1_000).then((x) => x ?? undefined), 5_000, 50);
+        await l.release();
+      });
+
+      const majority = Math.floor(n / 2) + 1;
+      const minority = n - majority;
+
+      it(`with ${majority} of ${n} masters stopped: tryAcquire and connect() throw LockUnavailableError, state 'down'`, async () => {
+        const p = await connected();
+        const key = periodKey();
+        const held = (await p.tryAcquire(periodKey(), 10_000))!;
+        expect(held).not.toBeNull();
+        try {
+          for (const s of servers.slice(0, majority)) await s.stop();
+          await waitFor("state 'down'", () => p.state() === 'down', 10_000);
+          // A lease held before cannot be confirmed: 'unavailable', neither 'ok' nor 'lost', and no throw.
+          expect(await held.extend(10_000)).toBe('unavailable');
+          await expect(held.release()).resolves.toBeUndefined();
+          const started = Date.now();
+          const err = await p.tryAcquire(key, 5_000).then((l) => l, (e: unknown) => e);
+          expect(err).toBeInstanceOf(LockUnavailableError);
+          expect((err as LockUnavailableError).code).toBe('E_LOCK_UNAVAILABLE');
+          expect(Date.now() - started).toBeLessThan(3_000);
+          // A second attempt too (no leftover state makes it look held).
+          await expect(p.tryAcquire(key, 5_000)).rejects.toBeInstanceOf(LockUnavailableError);
+          const fresh = newProvider();
+          const err2 = await fresh.connect().then(() => null, (e: unknown) => e);
+          expect(err2).toBeInstanceOf(LockUnavailableError);
+          expect((err2 as Error).message).toContain(servers[0]!.url.replace('redis://', ''));
+          expect(fresh.state()).toBe('down');
+          // Closing while the masters are down does not hang.
+          const closing = Date.now();
+          await fresh.close();
+          expect(Date.now() - closing).toBeLessThan(3_000);
+          all.splice(all.indexOf(fresh), 1);
+        } finally {
+          await healthy();
+        }
+        // Restarted on the same ports: it works again, for old and new providers alike.
+        const lease = await waitFor('a lease after the restart', () => p.tryAcquire(key, 5_000).then((l) => l ?? undefined), 15_000);
+        expect(await (await connected()).tryAcquire(key, 5_000)).toBeNull();
+        await lease.release();
+      });
+
+      if (minority > 0) {
+        it(`with ${minority} of ${n} stopped: still works, state 'degraded'; back to 'ok' after the restart`, async () => {
+          const [a, b] = [await connected(), await connected()];
+          try {
+            for (const s of servers.slice(n - minority)) await s.stop();
+            await waitFor("state 'degraded'", () => a.state() === 'degraded' && b.state() === 'degraded', 10_000);
+            const key = periodKey();
+            const lease = await a.tryAcquire(key, 5_000);
+            expect(lease).not.toBeNull();
+            expect(await b.tryAcquire(key, 5_000)).toBeNull();
+            expect(await lease!.extend(5_000)).toBe('ok');
+            await lease!.release();
+            const next = await b.tryAcquire(key, 5_000);
+            expect(next).not.toBeNull();
+            await next!.release();
+            // A node that starts now connects, degraded.
+            const late = newProvider();
+            await expect(late.connect()).resolves.toBeUndefined();
+            expect(late.state()).toBe('degraded');
+          } finally {
+            await healthy();
+          }
+          expect(a.state()).toBe('ok');
+          const lease = await a.tryAcquire(periodKey(), 5_000);
+          expect(lease).not.toBeNull();
+          await lease!.release();
+        });
+
+        it('a lease held on a quorum survives the loss of a minority, and is not taken meanwhile', async () => {
+          const [a, b] = [await connected(), await connected()];
+          const key = periodKey();
+          const lease = (await a.tryAcquire(key, 5_000))!;
+          try {
+            for (const s of servers.slice(n - minority)) await s.stop();
+            await waitFor("state 'degraded'", () => a.state() === 'degraded', 10_000);
+            expect(await b.tryAcquire(key, 5_000)).toBeNull();
+            expect(await lease.extend(5_000)).toBe('ok');
+          } finally {
+            await healthy();
+          }
+          // The restarted master lost its copy; the quorum still holds the key.
+          expect(await b.tryAcquire(key, 5_000)).toBeNull();
+          await lease.release();
+        });
+      }
+
+      it('a paused (SIGSTOPped) master does not hang tryAcquire beyond ~2 s', async () => {
+        const p = await connected();
+        const paused = servers.slice(0, Math.max(1, minority));
+        try {
+          for (const s of paused) s.pause();
+          const started = Date.now();
+          const outcome = await p.tryAcquire(periodKey(), 5_000).then((l) => l, (e: unknown) => e);
+          const elapsed = Date.now() - started;
+          expect(elapsed).toBeLessThan(3_000);
+          if (minority > 0) {
+            // The quorum answered: a lease.
+            expect(outcome).not.toBeNull();
+            expect(outcome).not.toBeInstanceOf(Error);
+            await (outcome as Lease).release();
+          } else {
+            expect(outcome).toBeInstanceOf(LockUnavailableError);
+          }
+        } finally {
+          for (const s of paused) s.resume();
+        }
+      });
+
+      if (n > 1) {
+        it(`with ${majority} of ${n} masters paused: LockUnavailableError within ~2 s, not a hang and not null`, async () => {
+          const p = await connected();
+          const paused = servers.slice(0, majority);
+          try {
+            const held = (await p.tryAcquire(periodKey(), 10_000))!;
+            for (const s of paused) s.pause();
+            const started = Date.now();
+            const err = await p.tryAcquire(periodKey(), 5_000).then((l) => l, (e: unknown) => e);
+            expect(Date.now() - started).toBeLessThan(3_000);
+            expect(err).toBeInstanceOf(LockUnavailableError);
+            const extending = Date.now();
+            expect(await held.extend(10_000)).toBe('unavailable');
+            expect(Date.now() - extending).toBeLessThan(3_000);
+          } finally {
+            for (const s of paused) s.resume();
+          }
+          // Resumed: works again (late replies to the timed-out commands do not confuse it).
+          await healthy();
+          const lease = await waitFor('a lease after resume', () => p.tryAcquire(periodKey(), 5_000).then((l) => l ?? undefined).catch(() => undefined), 10_000);
+          await lease.release();
+        });
+      }
+    });
+  });
+}
+
+describeRedlock(3);
+describeRedlock(1);
+
+describeLockProvider(
+  'NoLockProvider',
+  async () => ({ make: async () => { const p = new NoLockProvider(); await p.connect(); return p; }, exclusive: false, healthy: 'none', kind: 'none' }),
+  async () => {},
+);
+
+describe('NoLockProvider: no Redis, the row decides', () => {
+  it("always returns a lease, for any key, any number of times; state 'none'", async () => {
+    const [a, b]: LockProvider[] = [new NoLockProvider(), new NoLockProvider()];
+    await a.connect();
+    const key = periodKey();
+    const leases = await Promise.all(Array.from({ length: 10 }, (_, i) => (i % 2 ? a : b).tryAcquire(key, 1)));
+    expect(leases.every((l) => l !== null && l.key === key)).toBe(true);
+    expect(await leases[0]!.extend(1)).toBe('ok');
+    await leases[0]!.release();
+    expect(await leases[0]!.extend(1)).toBe('ok');
+    expect(a.state()).toBe('none');
+    expect(a.kind).toBe('none');
+    await a.close();
+    await b.close();
+  });
+});

@@ -1,0 +1,618 @@
+/**
+ * RunStore conformance: one suite, run against every backend on real servers (SQLite on a temp file,
+ * MariaDB and PostgreSQL on a fresh database each). The store is the fence of the whole design, so
+ * the races are run for real: several store instances with their own connections, all at once.
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import knexFactory, { type Knex } from 'knex';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { StoreConfig } from '../../src/config/config.js';
+import { StoreUnavailableError } from '../../src/errors.js';
+import { KnexRunStore } from '../../src/store/knex-store.js';
+import { MIGRATIONS_TABLE, RUNS_TABLE, migrationSource } from '../../src/store/migrations.js';
+import type { NewRun, RunStore, SkippedRun } from '../../src/store/types.js';
+import { createMariaDb, createPostgresDb } from '../helpers/databases.js';
+import { waitFor } from '../helpers/redis.js';
+
+interface FreshStore {
+  config: StoreConfig;
+  drop(): Promise<void>;
+}
+
+interface Backend {
+  name: string;
+  /** A fresh, empty database (or SQLite file) nobody else uses. */
+  fresh(): Promise<FreshStore>;
+}
+
+const tempDirs: string[] = [];
+afterAll(() => {
+  for (const dir of tempDirs) rmSync(dir, { recursive: true, force: true });
+});
+
+const sqlite: Backend = {
+  name: 'SQLite',
+  async fresh() {
+    const dir = mkdtempSync(join(tmpdir(), 'cron-store-'));
+    tempDirs.push(dir);
+    const path = join(dir, 'runs.db');
+    return { config: { kind: 'sqlite', path, url: `sqlite:${path}` }, drop: async () => rmSync(dir, { recursive: true, force: true }) };
+  },
+};
+
+const mariadb: Backend = {
+  name: 'MariaDB',
+  async fresh() {
+    const db = await createMariaDb('cron_contract');
+    return { config: { kind: 'mysql', url: db.url }, drop: () => db.drop() };
+  },
+};
+
+const postgres: Backend = {
+  name: 'PostgreSQL',
+  async fresh() {
+    const db = await createPostgresDb('cron_contract');
+    return { config: { kind: 'postgres', url: db.url }, drop: () => db.drop() };
+  },
+};
+
+/** A knex of our own on the same database, to look at the schema behind the store's back. */
+function inspector(config: StoreConfig): Knex {
+  if (config.kind === 'sqlite') return knexFactory({ client: 'better-sqlite3', connection: { filename: config.path }, useNullAsDefault: true });
+  if (config.kind === 'mysql') return knexFactory({ client: 'mysql2', connection: config.url, pool: { min: 0, max: 1 } });
+  return knexFactory({ client: 'pg', connection: config.url, pool: { min: 0, max: 1 } });
+}
+
+async function countTables(k: Knex, config: StoreConfig, table: string): Promise<number> {
+  if (config.kind === 'sqlite') {
+    const rows = await k('sqlite_master').where({ type: 'table', name: table }).count<{ n: number }[]>({ n: '*' });
+    return Number(rows[0]!.n);
+  }
+  if (config.kind === 'mysql') {
+    const rows = await k('information_schema.tables').whereRaw('table_schema = DATABASE()').andWhere('table_name', table).count<{ n: number }[]>({ n: '*' });
+    return Number(rows[0]!.n);
+  }
+  const rows = await k('information_schema.tables').whereRaw('table_catalog = current_database()').andWhere('table_name', table).count<{ n: number }[]>({ n: '*' });
+  return Number(rows[0]!.n);
+}
+
+const uid = (): string => randomBytes(4).toString('hex');
+const MINUTE = 60_000;
+/** A whole-minute instant, far enough from other tests' instants. */
+const BASE = Date.UTC(2026, 10, 30, 18, 0, 0);
+
+function newRun(job: string, scheduledAt: Date, over: Partial<NewRun> = {}): NewRun {
+  return {
+    job,
+    scheduledAt,
+    periodKey: `${job}@${scheduledAt.toISOString()}`,
+    attempt: 1,
+    trigger: 'schedule',
+    nodeId: 'node-a',
+    leaseMs: 30_000,
+    ...over,
+  };
+}
+
+function skipped(job: string, scheduledAt: Date, over: Partial<SkippedRun> = {}): SkippedRun {
+  return { job, scheduledAt, periodKey: `${job}@${scheduledAt.toISOString()}`, trigger: 'catch-up', nodeId: 'node-s', reason: 'coalesced', ...over };
+}
+
+async function inserted(store: RunStore, run: NewRun) {
+  const res = await store.insertRun(run);
+  if (res.outcome !== 'inserted') throw new Error(`expected an insert of ${run.periodKey} attempt ${run.attempt}, got ${res.outcome}`);
+  return res.run;
+}
+
+export function describeRunStore(backend: Backend): void {
+  describe(`RunStore contract: ${backend.name}`, () => {
+    let db: FreshStore;
+    let store: KnexRunStore;
+    const extra: KnexRunStore[] = [];
+    const extraDbs: FreshStore[] = [];
+
+    beforeAll(async () => {
+      db = await backend.fresh();
+      store = await KnexRunStore.open(db.config);
+      await store.migrate();
+    });
+
+    afterAll(async () => {
+      await Promise.allSettled(extra.map((s) => s.close()));
+      await store?.close();
+      await db?.drop();
+      for (const d of extraDbs) await d.drop().catch(() => {});
+    });
+
+    /** n more store instances (each its own pool), closed when fn is done: PostgreSQL allows 100 connections. */
+    async function withStores<T>(n: number, config: StoreConfig, fn: (stores: KnexRunStore[]) => Promise<T>): Promise<T> {
+      const opened = await Promise.allSettled(Array.from({ length: n }, () => KnexRunStore.open(config)));
+      const stores = opened.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
+      extra.push(...stores);
+      try {
+        const failed = opened.find((r) => r.status === 'rejected');
+        if (failed) throw (failed as PromiseRejectedResult).reason;
+        return await fn(stores);
+      } finally {
+        await Promise.allSettled(stores.map((s) => s.close()));
+        extra.splice(0, extra.length, ...extra.filter((s) => !stores.includes(s)));
+      }
+    }
+
+    it('reports its kind', () => {
+      expect(store.kind).toBe(db.config.kind);
+    });
+
+    it('migrate() twice is idempotent and keeps the rows', async () => {
+      const job = `mig-${uid()}`;
+      await inserted(store, newRun(job, new Date(BASE)));
+      await store.migrate();
+      await store.migrate();
+      expect(await store.periodRuns(job, new Date(BASE))).toHaveLength(1);
+      const k = inspector(db.config);
+      try {
+        expect(await countTables(k, db.config, RUNS_TABLE)).toBe(1);
+        const bundled = (await migrationSource.getMigrations([])).length;
+        expect(await k(MIGRATIONS_TABLE).count<{ n: number }[]>({ n: '*' }).then((r) => Number(r[0]!.n))).toBe(bundled);
+      } finally {
+        await k.destroy();
+      }
+    });
+
+    it('migrate() from 4 store instances at once on a fresh database: all resolve, one table, lock left free', async () => {
+      const fresh = await backend.fresh();
+      extraDbs.push(fresh);
+      await withStores(4, fresh.config, async (stores) => {
+        const started = Date.now();
+        const results = await Promise.allSettled(stores.map((s) => s.migrate()));
+        const elapsed = Date.now() - started;
+        expect(results.map((r) => (r.status === 'rejected' ? String(r.reason) : 'ok'))).toEqual(['ok', 'ok', 'ok', 'ok']);
+        // A race that only resolves through a driver's busy timeout is not a working lock.
+        expect(elapsed).toBeLessThan(8_000);
+        const k = inspector(fresh.config);
+        try {
+          expect(await countTables(k, fresh.config, RUNS_TABLE)).toBe(1);
+          // Each bundled migration applied exactly once.
+          const applied = (await k(MIGRATIONS_TABLE).select('name')).map((r: { name: string }) => r.name);
+          const bundled = (await migrationSource.getMigrations([])).map((m) => migrationSource.getMigrationName(m));
+          expect([...applied].sort()).toEqual([...bundled].sort());
+          const lock = await k(`${MIGRATIONS_TABLE}_lock`).select('is_locked');
+          expect(lock.map((r: { is_locked: number }) => Number(r.is_locked))).toEqual([0]);
+        } finally {
+          await k.destroy();
+        }
+        // Every one of them can use the table.
+        const job = `migc-${uid()}`;
+        const outcomes = await Promise.all(stores.map((s, i) => s.insertRun(newRun(job, new Date(BASE), { nodeId: `n${i}` }))));
+        expect(outcomes.filter((o) => o.outcome === 'inserted')).toHaveLength(1);
+      });
+    });
+
+    it('insertRun: inserted with the row, stamped by the store clock', async () => {
+      const job = `ins-${uid()}`;
+      const at = new Date(BASE);
+      const before = await store.now();
+      const res = await store.insertRun(newRun(job, at, { nodeId: 'node-a', leaseMs: 12_345, trigger: 'catch-up' }));
+      const after = await store.now();
+      expect(res.outcome).toBe('inserted');
+      if (res.outcome !== 'inserted') return;
+      const run = res.run;
+      expect(run).toMatchObject({
+        job, periodKey: `${job}@${at.toISOString()}`, shard: 0, attempt: 1, trigger: 'catch-up', status: 'running',
+        reason: null, nodeId: 'node-a', finishedAt: null, durationMs: null, leaseMs: 12_345, result: null, error: null, errorStack: null,
+      });
+      expect(typeof run.id).toBe('string');
+      expect(run.id).not.toBe('');
+      expect(run.scheduledAt).toBeInstanceOf(Date);
+      expect(run.scheduledAt.getTime()).toBe(at.getTime());
+      expect(run.startedAt.getTime()).toBeGreaterThanOrEqual(before - 2);
+      expect(run.startedAt.getTime()).toBeLessThanOrEqual(after + 2);
+      expect(run.heartbeatAt).not.toBeNull();
+      expect(Math.abs(run.heartbeatAt!.getTime() - run.startedAt.getTime())).toBeLessThanOrEqual(5);
+      // What periodRuns reads back is the same record.
+      expect(await store.periodRuns(job, at)).toEqual([run]);
+    });
+
+    it("insertRun: the same (job, period, attempt) again is 'duplicate', a value, and writes nothing", async () => {
+      const job = `dup-${uid()}`;
+      const at = new Date(BASE + MINUTE);
+      const first = await inserted(store, newRun(job, at, { nodeId: 'node-a' }));
+      await expect(store.insertRun(newRun(job, at, { nodeId: 'node-b' }))).resolves.toEqual({ outcome: 'duplicate' });
+      await expect(store.insertRun(newRun(job, at, { nodeId: 'node-a', trigger: 'manual' }))).resolves.toEqual({ outcome: 'duplicate' });
+      expect(await store.periodRuns(job, at)).toEqual([first]);
+      // Another job with the same instant, and the same job at another instant, are other periods.
+      expect((await store.insertRun(newRun(`${job}-other`, at))).outcome).toBe('inserted');
+      expect((await store.insertRun(newRun(job, new Date(at.getTime() + MINUTE)))).outcome).toBe('inserted');
+    });
+
+    it('insertRun: attempt 2 of the same period inserts; periodRuns lists attempts oldest first', async () => {
+      const job = `att-${uid()}`;
+      const at = new Date(BASE + 2 * MINUTE);
+      const a1 = await inserted(store, newRun(job, at));
+      expect(await store.finishRun(a1.id, 'node-a', { status: 'failed', error: 'boom' })).toBe(true);
+      const a2 = await inserted(store, newRun(job, at, { attempt: 2, nodeId: 'node-b' }));
+      expect(a2.attempt).toBe(2);
+      expect(a2.id).not.toBe(a1.id);
+      expect((await store.insertRun(newRun(job, at, { attempt: 2, nodeId: 'node-c' }))).outcome).toBe('duplicate');
+      const runs = await store.periodRuns(job, at);
+      expect(runs.map((r) => [r.attempt, r.status, r.nodeId])).toEqual([[1, 'failed', 'node-a'], [2, 'running', 'node-b']]);
+    });
+
+    it('fuzz: 20 store instances race to insert the same period, exactly one inserted, period after period', async () => {
+      await withStores(20, db.config, async (racers) => {
+        const job = `race-${uid()}`;
+        for (let p = 0; p < 6; p++) {
+          const at = new Date(BASE + p * MINUTE);
+          const attempt = 1 + (p % 2);
+          // Shuffle who goes first so that no instance is favoured by the order of the calls.
+          const order = racers.map((s, i) => ({ s, i, k: Math.random() })).sort((a, b) => a.k - b.k);
+          const outcomes = await Promise.all(order.map(({ s, i }) => s.insertRun(newRun(job, at, { attempt, nodeId: `racer-${i}` }))));
+          const winners = outcomes.flatMap((o, j) => (o.outcome === 'inserted' ? [{ run: o.run, node: `racer-${order[j]!.i}` }] : []));
+          expect(winners, `period ${p}`).toHaveLength(1);
+          expect(outcomes.filter((o) => o.outcome === 'duplicate')).toHaveLength(19);
+          const rows = await store.periodRuns(job, at);
+          expect(rows).toHaveLength(1);
+          expect(rows[0]!.nodeId).toBe(winners[0]!.node);
+          expect(rows[0]!.attempt).toBe(attempt);
+        }
+      });
+    });
+
+    it('fuzz: 10 instances race over a batch of periods and attempts at once: one row per key', async () => {
+      // 10, not 20: each instance may open 4 connections here, and PostgreSQL allows 100 in all.
+      await withStores(10, db.config, async (racers) => {
+        const job = `race2-${uid()}`;
+        const keys = Array.from({ length: 8 }, (_, i) => ({ at: new Date(BASE + (i % 4) * MINUTE), attempt: 1 + Math.floor(i / 4) }));
+        const calls = racers.flatMap((s, i) => keys.map((k) => ({ s, i, k })));
+        calls.sort(() => Math.random() - 0.5);
+        const outcomes = await Promise.all(calls.map(({ s, i, k }) => s.insertRun(newRun(job, k.at, { attempt: k.attempt, nodeId: `racer-${i}` }))));
+        expect(outcomes.filter((o) => o.outcome === 'inserted')).toHaveLength(keys.length);
+        expect(outcomes.filter((o) => o.outcome === 'duplicate')).toHaveLength(calls.length - keys.length);
+        const rows = await store.history({ job, limit: 1000 });
+        expect(rows).toHaveLength(keys.length);
+      });
+    });
+
+    it('finishRun is conditional on (run, node, running) and stores result, error, stack and duration', async () => {
+      const job = `fin-${uid()}`;
+      const at = new Date(BASE);
+      const run = await inserted(store, newRun(job, at, { nodeId: 'node-a' }));
+      // Wrong node: false, nothing written.
+      expect(await store.finishRun(run.id, 'node-b', { status: 'succeeded', result: { hijacked: true } })).toBe(false);
+      expect(await store.periodRuns(job, at)).toEqual([run]);
+      // Unknown run: false.
+      expect(await store.finishRun('987654321', 'node-a', { status: 'succeeded' })).toBe(false);
+
+      await waitFor('the store clock to move on', async () => (await store.now()) >= run.startedAt.getTime() + 60);
+      const result = { rows: 3, nested: { list: [1, 'two', null, true], unicode: 'Zürich — 東京' }, big: 2 ** 40 };
+      expect(await store.finishRun(run.id, 'node-a', { status: 'failed', result, error: 'it broke', errorStack: 'Error: it broke\n    at job (x.ts:1:1)' })).toBe(true);
+      const [done] = await store.periodRuns(job, at);
+      expect(done).toMatchObject({ status: 'failed', result, error: 'it broke', errorStack: 'Error: it broke\n    at job (x.ts:1:1)', nodeId: 'node-a' });
+      expect(done!.finishedAt).not.toBeNull();
+      expect(done!.durationMs).not.toBeNull();
+      expect(done!.durationMs!).toBeGreaterThanOrEqual(60);
+      expect(Math.abs(done!.durationMs! - (done!.finishedAt!.getTime() - done!.startedAt.getTime()))).toBeLessThanOrEqual(2);
+
+      // Already finished: false, the first outcome stays.
+      expect(await store.finishRun(run.id, 'node-a', { status: 'succeeded', result: 'second' })).toBe(false);
+      expect(await store.periodRuns(job, at)).toEqual([done]);
+    });
+
+    it('finishRun with other outcomes: a scalar result, no result, and a reason', async () => {
+      const job = `fin2-${uid()}`;
+      const a = await inserted(store, newRun(job, new Date(BASE)));
+      const b = await inserted(store, newRun(job, new Date(BASE + MINUTE)));
+      const c = await inserted(store, newRun(job, new Date(BASE + 2 * MINUTE)));
+      expect(await store.finishRun(a.id, 'node-a', { status: 'succeeded', result: 'just a string' })).toBe(true);
+      expect(await store.finishRun(b.id, 'node-a', { status: 'succeeded' })).toBe(true);
+      expect(await store.finishRun(c.id, 'node-a', { status: 'abandoned', reason: 'lease expired' })).toBe(true);
+      const byAt = new Map((await store.history({ job })).map((r) => [r.scheduledAt.getTime(), r]));
+      expect(byAt.get(BASE)).toMatchObject({ status: 'succeeded', result: 'just a string', error: null });
+      expect(byAt.get(BASE + MINUTE)).toMatchObject({ status: 'succeeded', result: null, error: null, errorStack: null });
+      expect(byAt.get(BASE + 2 * MINUTE)).toMatchObject({ status: 'abandoned', reason: 'lease expired' });
+    });
+
+    it('finishRun records any outcome a job can produce: huge or odd error texts, unserialisable results', async () => {
+      const job = `fin3-${uid()}`;
+      const cases = [
+        { name: 'a 100 KB message and stack', outcome: { status: 'failed' as const, error: `boom ${'e'.repeat(100_000)}`, errorStack: `Error: boom\n${'    at f (x.ts:1:1)\n'.repeat(5_000)}` } },
+        { name: 'multi-byte text over the limit', outcome: { status: 'failed' as const, error: '東京💥'.repeat(30_000) } },
+        { name: 'a NUL character', outcome: { status: 'failed' as const, error: 'bad\u0000byte', errorStack: 'Error: bad\u0000byte' } },
+        { name: 'unicode', outcome: { status: 'failed' as const, error: 'Zürich 💥 東京' } },
+        { name: 'a BigInt result', outcome: { status: 'succeeded' as const, result: { n: 10n } } },
+        { name: 'a NUL in the result', outcome: { status: 'succeeded' as const, result: { s: 'a\u0000b' } } },
+      ];
+      for (const [i, c] of cases.entries()) {
+        const at = new Date(BASE + i * MINUTE);
+        const run = await inserted(store, newRun(job, at));
+        await expect(store.finishRun(run.id, 'node-a', c.outcome), c.name).resolves.toBe(true);
+        const [row] = await store.periodRuns(job, at);
+        expect(row!.status, c.name).toBe(c.outcome.status);
+        const error = (c.outcome as { error?: string }).error;
+        if (error !== undefined) {
+          expect(row!.error, c.name).not.toBeNull();
+          // Kept whole when it fits; otherwise its beginning is kept.
+          expect(row!.error!.slice(0, 3), c.name).toBe(error.slice(0, 3));
+          expect(row!.error!.length, c.name).toBeGreaterThan(Math.min(error.length, 10_000) - 1);
+        }
+      }
+      const rows = await store.history({ job, limit: 10 });
+      const byAt = new Map(rows.map((r) => [r.scheduledAt.getTime(), r]));
+      expect(byAt.get(BASE + 3 * MINUTE)!.error).toBe('Zürich 💥 東京');
+      expect(byAt.get(BASE + 4 * MINUTE)!.result).toMatchObject({ unserialisable: expect.any(String) });
+      expect(byAt.get(BASE + 5 * MINUTE)!.result).toEqual({ s: 'a\u0000b' });
+    });
+
+    it('heartbeat refreshes a running attempt of this node, and returns false once it is not ours', async () => {
+      const job = `hb-${uid()}`;
+      const at = new Date(BASE);
+      const run = await inserted(store, newRun(job, at));
+      await waitFor('the store clock to move on', async () => (await store.now()) > run.heartbeatAt!.getTime() + 20);
+      expect(await store.heartbeat(run.id, 'node-a')).toBe(true);
+      const [beaten] = await store.periodRuns(job, at);
+      expect(beaten!.heartbeatAt!.getTime()).toBeGreaterThan(run.heartbeatAt!.getTime());
+      expect(beaten!.startedAt.getTime()).toBe(run.startedAt.getTime());
+      expect(await store.heartbeat(run.id, 'node-b')).toBe(false);
+      expect(await store.finishRun(run.id, 'node-a', { status: 'succeeded' })).toBe(true);
+      expect(await store.heartbeat(run.id, 'node-a')).toBe(false);
+      expect(await store.heartbeat('987654321', 'node-a')).toBe(false);
+    });
+
+    it('liveRuns: only running rows of the job whose heartbeat is younger than their lease (store clock)', async () => {
+      const job = `live-${uid()}`;
+      const short = await inserted(store, newRun(job, new Date(BASE), { leaseMs: 400 }));
+      const long = await inserted(store, newRun(job, new Date(BASE + MINUTE), { leaseMs: 60_000 }));
+      const finished = await inserted(store, newRun(job, new Date(BASE + 2 * MINUTE), { leaseMs: 60_000 }));
+      await store.finishRun(finished.id, 'node-a', { status: 'succeeded' });
+      await store.insertSkipped([skipped(job, new Date(BASE + 3 * MINUTE))]);
+      await inserted(store, newRun(`${job}-other`, new Date(BASE), { leaseMs: 60_000 }));
+
+      const first = await store.liveRuns(job);
+      expect(first.map((r) => r.id)).toEqual([short.id, long.id]);
+      // The short lease runs out by the store clock.
+      await waitFor('the short lease to run out', async () => {
+        const ids = (await store.liveRuns(job)).map((r) => r.id);
+        return ids.length === 1 && ids[0] === long.id;
+      }, 10_000, 50);
+      expect((await store.now()) - short.heartbeatAt!.getTime()).toBeGreaterThanOrEqual(400);
+      // A late heartbeat of a still-running row makes it live again (the takeover logic judges it).
+      expect(await store.heartbeat(short.id, 'node-a')).toBe(true);
+      expect((await store.liveRuns(job)).map((r) => r.id)).toEqual([short.id, long.id]);
+      expect(await store.liveRuns(`nojob-${uid()}`)).toEqual([]);
+    });
+
+    it('staleRuns: running rows whose lease ran out by the store clock; abandonRun is a compare-and-set', async () => {
+      const job = `stale-${uid()}`;
+      const short = await inserted(store, newRun(job, new Date(BASE), { leaseMs: 300, nodeId: 'node-dead' }));
+      const long = await inserted(store, newRun(job, new Date(BASE + MINUTE), { leaseMs: 60_000 }));
+      const done = await inserted(store, newRun(job, new Date(BASE + 2 * MINUTE), { leaseMs: 300 }));
+      await store.finishRun(done.id, 'node-a', { status: 'succeeded' });
+      const mine = async () => (await store.staleRuns()).filter((r) => r.job === job).map((r) => r.id);
+      // Live: not stale, and cannot be abandoned.
+      expect(await mine()).toEqual([]);
+      expect(await store.abandonRun(short.id, 'abandoned', 'lease expired')).toBe(false);
+      await waitFor('the short lease to run out', async () => (await mine()).length === 1, 10_000, 50);
+      expect(await mine()).toEqual([short.id]);
+      expect(await store.abandonRun(long.id, 'abandoned', 'lease expired')).toBe(false);
+      expect(await store.abandonRun(done.id, 'abandoned', 'lease expired')).toBe(false);
+
+      // Several nodes race to abandon it: exactly one wins.
+      await withStores(8, db.config, async (racers) => {
+        const wins = await Promise.all(racers.map((s) => s.abandonRun(short.id, 'abandoned', 'lease expired: node node-dead stopped heartbeating')));
+        expect(wins.filter(Boolean)).toHaveLength(1);
+      });
+      const [row] = await store.periodRuns(job, new Date(BASE));
+      expect(row).toMatchObject({ status: 'abandoned', reason: 'lease expired: node node-dead stopped heartbeating', nodeId: 'node-dead' });
+      expect(row!.finishedAt).not.toBeNull();
+      expect(await mine()).toEqual([]);
+      // The dead node coming back finds the attempt is no longer its own.
+      expect(await store.heartbeat(short.id, 'node-dead')).toBe(false);
+      expect(await store.finishRun(short.id, 'node-dead', { status: 'succeeded' })).toBe(false);
+      expect((await store.periodRuns(job, new Date(BASE)))[0]!.status).toBe('abandoned');
+      // The next attempt of that period can be claimed.
+      expect((await store.insertRun(newRun(job, new Date(BASE), { attempt: 2 }))).outcome).toBe('inserted');
+    });
+
+    it("abandonRun: a heartbeat in time keeps the attempt; 'failed' records the reason as the error", async () => {
+      const job = `stale2-${uid()}`;
+      const run = await inserted(store, newRun(job, new Date(BASE), { leaseMs: 300 }));
+      await waitFor('the lease to run out', async () => (await store.staleRuns()).some((r) => r.id === run.id), 10_000, 50);
+      // The owner heartbeats before anyone abandons it: live again, the CAS fails.
+      expect(await store.heartbeat(run.id, 'node-a')).toBe(true);
+      expect(await store.abandonRun(run.id, 'abandoned', 'x')).toBe(false);
+      await waitFor('the lease to run out again', async () => (await store.staleRuns()).some((r) => r.id === run.id), 10_000, 50);
+      expect(await store.abandonRun(run.id, 'failed', 'abandoned 3 attempts')).toBe(true);
+      const [row] = await store.periodRuns(job, new Date(BASE));
+      expect(row).toMatchObject({ status: 'failed', reason: 'abandoned 3 attempts', error: 'abandoned 3 attempts' });
+    });
+
+    it('insertSkipped writes skipped rows with their reason, and leaves existing rows untouched', async () => {
+      const job = `skip-${uid()}`;
+      const running = await inserted(store, newRun(job, new Date(BASE + MINUTE), { nodeId: 'node-a' }));
+      const batch = [0, 1, 2, 3].map((i) => skipped(job, new Date(BASE + i * MINUTE), { reason: i === 3 ? 'overlap' : 'coalesced' }));
+      const before = await store.now();
+      await expect(store.insertSkipped(batch)).resolves.toBe(4);
+      const rows = await store.history({ job, limit: 100 });
+      const byAt = new Map(rows.map((r) => [r.scheduledAt.getTime(), r]));
+      expect(rows).toHaveLength(4);
+      expect(byAt.get(BASE + MINUTE)).toEqual(running);
+      for (const i of [0, 2, 3]) {
+        const r = byAt.get(BASE + i * MINUTE)!;
+        expect(r).toMatchObject({
+          job, periodKey: `${job}@${new Date(BASE + i * MINUTE).toISOString()}`, attempt: 1, status: 'skipped',
+          reason: i === 3 ? 'overlap' : 'coalesced', trigger: 'catch-up', nodeId: 'node-s', durationMs: 0,
+        });
+        expect(r.startedAt.getTime()).toBeGreaterThanOrEqual(before - 2);
+        expect(r.finishedAt).not.toBeNull();
+      }
+      // The same batch again, a batch that only conflicts, and an empty one: no error, nothing changes.
+      await expect(store.insertSkipped(batch.map((b) => ({ ...b, nodeId: 'node-t', reason: 'paused' as const })))).resolves.toBe(4);
+      await expect(store.insertSkipped([skipped(job, new Date(BASE + MINUTE), { nodeId: 'node-u' })])).resolves.toBe(1);
+      await expect(store.insertSkipped([])).resolves.toBe(0);
+      expect(await store.history({ job, limit: 100 })).toEqual(rows);
+      // A skipped period blocks a first attempt at the row (that is what the marker is for).
+      expect((await store.insertRun(newRun(job, new Date(BASE)))).outcome).toBe('duplicate');
+      // The running attempt was not disturbed: it can still finish.
+      expect(await store.finishRun(running.id, 'node-a', { status: 'succeeded' })).toBe(true);
+    });
+
+    it('insertSkipped: a large batch (chunked) with some rows existing', async () => {
+      const job = `skipbig-${uid()}`;
+      for (const i of [0, 150, 201, 449]) await inserted(store, newRun(job, new Date(BASE + i * MINUTE)));
+      const batch = Array.from({ length: 450 }, (_, i) => skipped(job, new Date(BASE + i * MINUTE)));
+      await expect(store.insertSkipped(batch)).resolves.toBe(450);
+      const rows = await store.history({ job, limit: 1000 });
+      expect(rows).toHaveLength(450);
+      expect(rows.filter((r) => r.status === 'running')).toHaveLength(4);
+      expect(rows.filter((r) => r.status === 'skipped')).toHaveLength(446);
+    });
+
+    it('insertSkipped racing insertRun on the same periods: each period ends with exactly one row', async () => {
+      await withStores(2, db.config, async ([s1, s2]) => {
+        const job = `skiprace-${uid()}`;
+        const periods = Array.from({ length: 10 }, (_, i) => new Date(BASE + i * MINUTE));
+        const [marks, ...runs] = await Promise.all([
+          s1!.insertSkipped(periods.map((p) => skipped(job, p))),
+          ...periods.map((p) => s2!.insertRun(newRun(job, p))),
+        ]);
+        expect(marks).toBe(10);
+        const rows = await store.history({ job, limit: 100 });
+        expect(rows).toHaveLength(10);
+        const insertedCount = (runs as Awaited<ReturnType<RunStore['insertRun']>>[]).filter((r) => r.outcome === 'inserted').length;
+        expect(rows.filter((r) => r.status === 'running')).toHaveLength(insertedCount);
+      });
+    });
+
+    it('periodsWithRows: the instants of the job that have any row, bounds inclusive', async () => {
+      const job = `pwr-${uid()}`;
+      await inserted(store, newRun(job, new Date(BASE)));
+      await inserted(store, newRun(job, new Date(BASE), { attempt: 2 }));
+      await store.insertSkipped([skipped(job, new Date(BASE + 2 * MINUTE))]);
+      const r = await inserted(store, newRun(job, new Date(BASE + 4 * MINUTE)));
+      await store.finishRun(r.id, 'node-a', { status: 'failed' });
+      await inserted(store, newRun(`${job}-other`, new Date(BASE + MINUTE)));
+      const all = await store.periodsWithRows(job, BASE, BASE + 4 * MINUTE);
+      expect(all).toBeInstanceOf(Set);
+      expect([...all].sort()).toEqual([BASE, BASE + 2 * MINUTE, BASE + 4 * MINUTE]);
+      expect([...(await store.periodsWithRows(job, BASE + 1, BASE + 4 * MINUTE - 1))]).toEqual([BASE + 2 * MINUTE]);
+      expect((await store.periodsWithRows(job, BASE + 5 * MINUTE, BASE + 10 * MINUTE)).size).toBe(0);
+      expect((await store.periodsWithRows(`nojob-${uid()}`, 0, Number.MAX_SAFE_INTEGER)).size).toBe(0);
+    });
+
+    it('lastRuns: the latest run (by start) of each job named; jobs without runs are absent', async () => {
+      const a = `last-a-${uid()}`;
+      const b = `last-b-${uid()}`;
+      const none = `last-none-${uid()}`;
+      await inserted(store, newRun(a, new Date(BASE + 5 * MINUTE)));
+      const aLatest = await inserted(store, newRun(a, new Date(BASE)));
+      const bOnly = await inserted(store, newRun(b, new Date(BASE)));
+      const last = await store.lastRuns([a, b, none]);
+      expect(last).toBeInstanceOf(Map);
+      expect([...last.keys()].sort()).toEqual([a, b].sort());
+      expect(last.get(a)!.id).toBe(aLatest.id);
+      expect(last.get(b)).toEqual(bOnly);
+      expect((await store.lastRuns([])).size).toBe(0);
+    });
+
+    it('history: job, status and limit filters, newest first', async () => {
+      const job = `hist-${uid()}`;
+      const other = `hist-o-${uid()}`;
+      const ids: string[] = [];
+      for (let i = 0; i < 6; i++) {
+        const r = await inserted(store, newRun(job, new Date(BASE + i * MINUTE)));
+        ids.push(r.id);
+        if (i % 2 === 0) await store.finishRun(r.id, 'node-a', { status: i === 0 ? 'failed' : 'succeeded' });
+      }
+      await inserted(store, newRun(other, new Date(BASE)));
+
+      const all = await store.history({ job });
+      expect(all.map((r) => r.id)).toEqual([...ids].reverse());
+      for (let i = 1; i < all.length; i++) expect(all[i - 1]!.startedAt.getTime()).toBeGreaterThanOrEqual(all[i]!.startedAt.getTime());
+      expect((await store.history({ job, limit: 2 })).map((r) => r.id)).toEqual([ids[5], ids[4]]);
+      expect((await store.history({ job, status: 'succeeded' })).map((r) => r.id)).toEqual([ids[4], ids[2]]);
+      expect((await store.history({ job, status: 'failed' })).map((r) => r.id)).toEqual([ids[0]]);
+      expect((await store.history({ job, status: 'running', limit: 1 })).map((r) => r.id)).toEqual([ids[5]]);
+      expect(await store.history({ job, status: 'timed_out' })).toEqual([]);
+      // Without a job: every job, newest first, limited.
+      const newest = await store.history({ limit: 3 });
+      expect(newest).toHaveLength(3);
+      expect(newest[0]!.job).toBe(other);
+      expect(newest.every((r, i) => i === 0 || newest[i - 1]!.startedAt.getTime() >= r.startedAt.getTime())).toBe(true);
+      expect((await store.history({ status: 'failed', limit: 500 })).every((r) => r.status === 'failed')).toBe(true);
+    });
+
+    it("now() is the store's clock: epoch ms, close to this machine's, not going backwards", async () => {
+      const local = Date.now();
+      const t1 = await store.now();
+      expect(Number.isInteger(t1)).toBe(true);
+      expect(Math.abs(t1 - local)).toBeLessThan(5_000);
+      await new Promise((r) => setTimeout(r, 30));
+      const t2 = await store.now();
+      expect(t2).toBeGreaterThanOrEqual(t1 + 20);
+    });
+
+    it('errors other than unique violations are real errors', async () => {
+      const job = `err-${uid()}`;
+      // A NOT NULL column left empty is a broken write, not a lost race.
+      await expect(store.insertRun(newRun(job, new Date(BASE), { trigger: null as unknown as 'schedule' }))).rejects.toThrow();
+      await expect(store.insertRun(newRun(job, new Date(BASE), { nodeId: null as unknown as string }))).rejects.toThrow();
+      expect(await store.periodRuns(job, new Date(BASE))).toEqual([]);
+      // The same for skipped markers: only the conflict on the period is ignored.
+      await expect(store.insertSkipped([skipped(job, new Date(BASE + MINUTE), { nodeId: null as unknown as string })])).rejects.toThrow();
+      expect(await store.periodRuns(job, new Date(BASE + MINUTE))).toEqual([]);
+      // A value the column cannot hold is refused or kept whole, never silently cut (a marker for another job).
+      const long = `${job}-${'x'.repeat(120)}`;
+      const wrote = await store.insertSkipped([skipped(long, new Date(BASE))]).then(() => true, () => false);
+      const cut = await store.history({ job: long.slice(0, 100) });
+      expect(cut).toEqual([]);
+      if (wrote) expect((await store.history({ job: long })).map((r) => r.job)).toEqual([long]);
+      // And the store still works afterwards.
+      expect((await store.insertRun(newRun(job, new Date(BASE)))).outcome).toBe('inserted');
+    });
+  });
+}
+
+describeRunStore(sqlite);
+describeRunStore(mariadb);
+describeRunStore(postgres);
+
+describe('RunStore contract: open() on an unreachable store', () => {
+  it.each([
+    ['MariaDB', 'mysql' as const, 'mysql://root:s3cr3t-pw@127.0.0.1:1/x'],
+    ['PostgreSQL', 'postgres' as const, 'postgres://postgres:s3cr3t-pw@127.0.0.1:1/x'],
+  ])('%s: throws StoreUnavailableError, password redacted', async (_name, kind, url) => {
+    const started = Date.now();
+    const err = await KnexRunStore.open({ kind, url }).then(
+      (s) => {
+        void s.close();
+        return new Error('open() resolved');
+      },
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(StoreUnavailableError);
+    expect((err as StoreUnavailableError).code).toBe('E_STORE_UNAVAILABLE');
+    const message = (err as Error).message;
+    expect(message).not.toContain('s3cr3t-pw');
+    expect(message).toContain('127.0.0.1:1');
+    expect(message).toContain('***');
+    expect(Date.now() - started).toBeLessThan(15_000);
+  });
+
+  it.each([
+    ['MariaDB', 'mysql' as const, 'mysql://root:wrong-pw@127.0.0.1:3306/test'],
+    ['PostgreSQL', 'postgres' as const, 'postgres://postgres:wrong-pw@127.0.0.1:5432/cron_no_such_db_contract'],
+  ])('%s: a server that refuses us (bad password or database) is StoreUnavailableError too', async (_name, kind, url) => {
+    const err = await KnexRunStore.open({ kind, url }).then(
+      async (s) => {
+        await s.close();
+        return new Error('open() resolved');
+      },
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(StoreUnavailableError);
+    expect((err as Error).message).not.toContain('wrong-pw');
+  });
+});
