@@ -1,6 +1,7 @@
 /**
- * Redlock over independent Redis masters (quorum = majority). One attempt per call, no retries: a
- * tick is a race and its losers stop at once. Explicit acquire/extend/release, no `using()` (see the
+ * Redlock over independent Redis masters (quorum = majority). One attempt per call: a tick is a race
+ * and its losers stop at once, except after a split vote (no racer reached a majority), which is
+ * tried again after a short random pause so that a period is never left to nobody. Explicit acquire/extend/release, no `using()` (see the
  * engineering notes for its auto-extension traps).
  */
 import { Redis } from 'ioredis';
@@ -17,6 +18,9 @@ export interface RedlockOptions {
   /** Per-command deadline, so that a hung master cannot stall a tick. */
   commandTimeoutMs?: number;
 }
+
+/** How many split votes in a row before the claim falls back to the row alone. */
+const SPLIT_VOTE_ROUNDS = 3;
 
 type Votes = { locked: number; failed: number; quorum: number };
 
@@ -90,17 +94,35 @@ export class RedlockProvider implements LockProvider {
 
   async tryAcquire(key: string, ttlMs: number): Promise<Lease | null> {
     const resource = `${this.prefix}lock:${key}`;
-    let lock: Lock;
-    try {
-      lock = await this.redlock.acquire([resource], ttlMs);
-    } catch (err) {
-      if (!(err instanceof ExecutionError)) throw new LockUnavailableError(`redlock: ${errorMessage(err)}`, { cause: err });
-      const votes = await countVotes(err);
-      // Any master that says "held" means another claimant is ahead: a lost race, not an outage.
-      if (votes.locked > 0) return null;
-      throw new LockUnavailableError(`Redis quorum unreachable for ${resource}: ${votes.failed} masters failed, ${votes.quorum} needed`, { cause: err });
+    for (let round = 1; ; round++) {
+      let lock: Lock;
+      try {
+        lock = await this.redlock.acquire([resource], ttlMs);
+        return this.lease(resource, lock);
+      } catch (err) {
+        if (!(err instanceof ExecutionError)) throw new LockUnavailableError(`redlock: ${errorMessage(err)}`, { cause: err });
+        const votes = await countVotes(err);
+        if (votes.locked === 0) {
+          throw new LockUnavailableError(`Redis quorum unreachable for ${resource}: ${votes.failed} masters failed, ${votes.quorum} needed`, { cause: err });
+        }
+        // "Held" on some masters: lost to a real winner only if one holder has a majority. Otherwise
+        // it was a split vote (each racer got a minority and released it), and a split must not leave
+        // the period to nobody: try again after a short random pause.
+        if (await this.heldByMajority(resource, votes.quorum)) return null;
+        if (round >= SPLIT_VOTE_ROUNDS) {
+          throw new LockUnavailableError(`no Redlock majority for ${resource} after ${round} split votes`, { cause: err });
+        }
+        await new Promise((r) => setTimeout(r, 5 + Math.floor(Math.random() * 25)));
+      }
     }
-    return this.lease(resource, lock);
+  }
+
+  /** True when one lock value is set on at least `quorum` masters. */
+  private async heldByMajority(resource: string, quorum: number): Promise<boolean> {
+    const values = await Promise.all(this.clients.map((c) => c.get(resource).catch(() => null)));
+    const counts = new Map<string, number>();
+    for (const v of values) if (v !== null) counts.set(v, (counts.get(v) ?? 0) + 1);
+    return [...counts.values()].some((n) => n >= quorum);
   }
 
   private lease(resource: string, initial: Lock): Lease {

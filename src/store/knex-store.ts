@@ -233,7 +233,9 @@ export class KnexRunStore implements RunStore {
       const conn = await this.knex.client.acquireConnection();
       try {
         if (this.kind === 'mysql') {
-          await this.knex.raw("SELECT GET_LOCK('scheduler_migrate', 60) AS got").connection(conn);
+          // Named after the database, so that schedulers of different databases do not wait for each other.
+          const [rows] = (await this.knex.raw("SELECT GET_LOCK(CONCAT('scheduler_migrate:', DATABASE()), 120) AS got").connection(conn)) as [Array<{ got: number | null }>];
+          if (Number(rows[0]?.got) !== 1) throw new Error('timed out after 120 s waiting for another node to finish migrating');
         } else {
           await this.knex.raw('SELECT pg_advisory_lock(?)', [0x5c4ed]).connection(conn);
         }
@@ -248,7 +250,7 @@ export class KnexRunStore implements RunStore {
             }
           });
         } finally {
-          if (this.kind === 'mysql') await this.knex.raw("SELECT RELEASE_LOCK('scheduler_migrate')").connection(conn);
+          if (this.kind === 'mysql') await this.knex.raw("SELECT RELEASE_LOCK(CONCAT('scheduler_migrate:', DATABASE()))").connection(conn);
           else await this.knex.raw('SELECT pg_advisory_unlock(?)', [0x5c4ed]).connection(conn);
         }
       } finally {

@@ -223,6 +223,50 @@ function describeRedlock(n: number): void {
         for (const c of inspectors) expect(await c.exists(lease.key)).toBe(0);
       });
 
+      if (n >= 3) {
+        it('a split vote (no holder on a majority) is not a lost race: it is tried again, then left to the row (LockUnavailableError), never null', async () => {
+          const p = await connected();
+          const key = periodKey();
+          const resource = `${prefix}lock:${key}`;
+          // Two other racers each hold one master (a minority), as in a three-way split.
+          await inspectors[0]!.set(resource, 'racer-a', 'PX', 5_000);
+          await inspectors[1]!.set(resource, 'racer-b', 'PX', 5_000);
+          await expect(p.tryAcquire(key, 2_000)).rejects.toBeInstanceOf(LockUnavailableError);
+          // Once the minority keys are released, the retry wins.
+          await inspectors[0]!.del(resource);
+          await inspectors[1]!.del(resource);
+          const lease = await p.tryAcquire(key, 2_000);
+          expect(lease).not.toBeNull();
+          await lease!.release();
+        });
+
+        it('a split vote that clears while retrying is won by the retry', async () => {
+          const p = await connected();
+          const key = periodKey();
+          const resource = `${prefix}lock:${key}`;
+          await inspectors[0]!.set(resource, 'racer-a', 'PX', 5_000);
+          await inspectors[1]!.set(resource, 'racer-b', 'PX', 5_000);
+          const attempt = p.tryAcquire(key, 2_000);
+          // The racers release their minority soon after, as redlock does after a failed acquire.
+          setTimeout(() => void inspectors[0]!.del(resource), 3);
+          const lease = await attempt.catch((err: unknown) => err);
+          // Depending on timing the retry wins, or the rounds ran out first: never a silent null.
+          expect(lease).not.toBeNull();
+          if (lease && !(lease instanceof Error)) await (lease as Lease).release();
+        });
+
+        it('a holder on a majority is a lost race (null), even with a stray minority key', async () => {
+          const p = await connected();
+          const key = periodKey();
+          const resource = `${prefix}lock:${key}`;
+          await inspectors[0]!.set(resource, 'winner', 'PX', 5_000);
+          await inspectors[1]!.set(resource, 'winner', 'PX', 5_000);
+          await inspectors[2]!.set(resource, 'stray', 'PX', 5_000);
+          expect(await p.tryAcquire(key, 2_000)).toBeNull();
+          for (const c of inspectors) await c.del(resource);
+        });
+      }
+
       it('two prefixes do not see each other', async () => {
         const other = new RedlockProvider({ urls: servers.map((s) => s.url), prefix: `${prefix}other:`, log: silent });
         all.push(other);
