@@ -134,11 +134,19 @@ export class RedlockProvider implements LockProvider {
           lock = await lock.extend(ttlMs);
           return 'ok';
         } catch (err) {
-          if (err instanceof ExecutionError) {
-            const votes = await countVotes(err);
-            return votes.locked > 0 || votes.failed < votes.quorum ? 'lost' : 'unavailable';
-          }
-          // redlock throws a plain Error when the lock already expired locally.
+          // An ExecutionError with no attempts: redlock refused because the lock expired locally.
+          const expiredLocally = !(err instanceof ExecutionError) || err.attempts.length === 0;
+          // No master said "not yours": the masters could not answer, which is not a loss by itself.
+          if (!expiredLocally && (await countVotes(err as ExecutionError)).locked === 0) return 'unavailable';
+        }
+        // The key lapsed (a pause past its TTL, masters restarted empty) or another holder has it.
+        // If nobody has it, take it again: the row heartbeat, not this key, says whether the attempt
+        // is still ours. If somebody has it, the lease is lost.
+        try {
+          lock = await this.redlock.acquire([resource], ttlMs);
+          return 'ok';
+        } catch (again) {
+          if (again instanceof ExecutionError && (await countVotes(again)).locked === 0) return 'unavailable';
           return 'lost';
         }
       },
