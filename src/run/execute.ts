@@ -205,20 +205,30 @@ export class Executor {
   /** Writes the outcome; while the store is unreachable, keeps it and tries again. */
   private async record(run: RunRecord, outcome: RunOutcome, log: Logger): Promise<boolean> {
     let delay = 250;
+    let attempt: RunOutcome = outcome;
     for (;;) {
       try {
-        const owned = await this.store.finishRun(run.id, this.nodeId, outcome);
+        const owned = await this.store.finishRun(run.id, this.nodeId, attempt);
         if (!owned) log.warn({ status: outcome.status }, 'outcome not recorded: the attempt is no longer this node\'s');
         return owned;
       } catch (err) {
-        if (!(err instanceof StoreUnavailableError) || this.stopping) {
-          log.error({ err: { message: errorMessage(err) }, outcome: { status: outcome.status, error: outcome.error } }, 'could not record the outcome');
-          return false;
+        if (err instanceof StoreUnavailableError && !this.stopping) {
+          log.warn({ err: { message: errorMessage(err) } }, 'store unreachable: keeping the outcome and trying again');
+          await new Promise((r) => setTimeout(r, delay));
+          delay = Math.min(delay * 2, 5000);
+          continue;
         }
-        log.warn({ err: { message: errorMessage(err) } }, 'store unreachable: keeping the outcome and trying again');
-        await new Promise((r) => setTimeout(r, delay));
-        delay = Math.min(delay * 2, 5000);
+        if (attempt === outcome && !(err instanceof StoreUnavailableError)) {
+          // The store refused this outcome (not its connection): record the status at least, or the
+          // row would be left running and later taken over, running a finished period again.
+          log.error({ err: { message: errorMessage(err) } }, 'outcome refused by the store: recording the status alone');
+          attempt = { status: outcome.status, reason: outcome.reason ?? null, error: `outcome could not be stored: ${errorMessage(err)}`.slice(0, 2000) };
+          continue;
+        }
+        log.error({ err: { message: errorMessage(err) }, outcome: { status: outcome.status, error: outcome.error } }, 'could not record the outcome');
+        return false;
       }
     }
   }
+
 }

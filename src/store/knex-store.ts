@@ -107,13 +107,20 @@ function toRecord(row: Row): RunRecord {
 }
 
 /** JSON for the result column; a value that cannot be serialised is stored as a description. */
+/** A stored result larger than this is replaced by a note (MySQL mediumtext holds 16 MB). */
+const MAX_RESULT_BYTES = 1_000_000;
+
 function serialiseResult(value: unknown): string | null {
   if (value === undefined) return null;
+  let json: string | undefined;
   try {
-    return JSON.stringify(value) ?? null;
+    json = JSON.stringify(value);
   } catch (err) {
     return JSON.stringify({ unserialisable: errorMessage(err) });
   }
+  if (json === undefined) return null;
+  const bytes = Buffer.byteLength(json, 'utf8');
+  return bytes > MAX_RESULT_BYTES ? JSON.stringify({ unstored: `result of ${bytes} bytes is over the ${MAX_RESULT_BYTES}-byte limit` }) : json;
 }
 
 /** Under MySQL's TEXT limit (65,535 bytes), with room for the truncation note. */
