@@ -171,6 +171,7 @@ export class Executor {
     const beat = async () => {
       if (stopped || controller.signal.aborted) return;
       let next = every;
+      const began = performance.now();
       try {
         const [lock, row] = await Promise.all([
           lease ? lease.extend(job.lockTtlMs) : Promise.resolve('ok' as const),
@@ -189,6 +190,10 @@ export class Executor {
       } catch (err) {
         log.warn({ err: { message: errorMessage(err) } }, 'lease keeping failed');
       }
+      // The interval runs from the start of this beat, not from its answer: an answer that took longer
+      // than the interval (the process was paused or its event loop blocked while the beat was in
+      // flight) says only that the lease was ours before the stall, so the next beat goes at once.
+      next = Math.max(0, next - (performance.now() - began));
       if (!stopped) {
         timer = setTimeout(() => void beat(), next);
         timer.unref();
