@@ -23,6 +23,11 @@ interface JobState {
   cursor: Date;
   /** The first period after the cursor; null when the expression has no further instant. */
   next: Date | null;
+  /**
+   * The period after `next`, computed ahead of time (after a tick has dispatched its claims), so
+   * that a tick sends its lock requests before doing any croner work. Undefined: not computed yet.
+   */
+  afterNext?: Date | null;
 }
 
 export interface SchedulerOptions {
@@ -61,6 +66,7 @@ export class Scheduler {
     for (const state of this.states) {
       state.cursor = now;
       state.next = nextPeriodAfter(state.job.schedule, now);
+      state.afterNext = state.next ? nextPeriodAfter(state.job.schedule, state.next) : null;
       // A job with no row at all is new: like a new Kubernetes CronJob, it starts with its next
       // period. Otherwise periods missed since its last recorded one are caught up (or counted).
       const fromExclusive = last.get(state.job.name)?.scheduledAt;
@@ -125,11 +131,14 @@ export class Scheduler {
     if (this.stopped) return;
     const now = this.now();
     const { runner } = this.options;
+    const advanced: JobState[] = [];
     for (const state of this.states) {
       if (!state.next || state.next.getTime() > now.getTime()) continue;
       const { job } = state;
       const first = state.next;
-      const second = nextPeriodAfter(job.schedule, first);
+      const second = state.afterNext !== undefined ? state.afterNext : nextPeriodAfter(job.schedule, first);
+      advanced.push(state);
+      state.afterNext = undefined;
       if (!second || second.getTime() > now.getTime()) {
         // The regular case: exactly one period is due.
         state.cursor = first;
@@ -147,6 +156,8 @@ export class Scheduler {
       this.options.log.warn({ job: job.name, since: fromExclusive.toISOString(), lateMs: now.getTime() - first.getTime() }, 'timer woke late past several periods: catching up');
       this.track(runner.catchUp(job, now, { fromExclusive, latestTrigger: 'schedule' }));
     }
+    // Off the claim path: the claims above are on the wire already.
+    for (const state of advanced) state.afterNext = state.next ? nextPeriodAfter(state.job.schedule, state.next) : null;
     this.arm();
   }
 

@@ -39,6 +39,14 @@ export function isUniqueViolation(err: unknown): boolean {
   );
 }
 
+/** MariaDB 10.5 and later know INSERT ... RETURNING (MySQL does not): e.g. '10.11.19-MariaDB-0+deb12u1'. */
+export function mariaDbWithReturning(version: string): boolean {
+  const m = /^(\d+)\.(\d+)\./.exec(version);
+  if (!m || !/mariadb/i.test(version)) return false;
+  const [major, minor] = [Number(m[1]), Number(m[2])];
+  return major > 10 || (major === 10 && minor >= 5);
+}
+
 /** Errors that mean "the store is not there" rather than "this query is wrong". */
 export function isConnectionError(err: unknown): boolean {
   const e = err as { code?: string; name?: string; message?: string } | undefined;
@@ -147,8 +155,11 @@ export class KnexRunStore implements RunStore {
   private readonly knex: Knex;
   private readonly nowSql: string;
   private readonly shownUrl: string;
+  /** INSERT ... RETURNING works: PostgreSQL, SQLite (3.35+, bundled by better-sqlite3 12), MariaDB 10.5+; not MySQL. */
+  private insertReturning: boolean;
 
   private constructor(kind: RunStore['kind'], knex: Knex, shownUrl: string) {
+    this.insertReturning = kind !== 'mysql';
     this.kind = kind;
     this.knex = knex;
     this.nowSql = NOW_MS[kind];
@@ -200,7 +211,12 @@ export class KnexRunStore implements RunStore {
     }
     const store = new KnexRunStore(config.kind, knex, shown);
     try {
-      await knex.raw('select 1 as ok');
+      if (config.kind === 'mysql') {
+        const [rows] = (await knex.raw('select version() as version')) as unknown as [Array<{ version: string }>];
+        store.insertReturning = mariaDbWithReturning(String(rows[0]?.version ?? ''));
+      } else {
+        await knex.raw('select 1 as ok');
+      }
     } catch (err) {
       await knex.destroy().catch(() => {});
       throw new StoreUnavailableError(`store ${shown} cannot be reached: ${redactText(errorMessage(err))}`, { cause: err });
@@ -281,15 +297,24 @@ export class KnexRunStore implements RunStore {
       lease_ms: run.leaseMs,
     };
     try {
-      let id: number | string;
-      if (this.kind === 'postgres') {
-        const [inserted] = await this.knex(RUNS_TABLE).insert(row, ['id']);
-        id = (inserted as { id: number | string }).id;
+      let stored: Row;
+      if (this.insertReturning) {
+        // One round trip on the claim path: the row as stored (store-clock stamps included) comes
+        // back with the INSERT instead of from a second SELECT.
+        if (this.kind === 'mysql') {
+          // MariaDB has INSERT ... RETURNING; knex's MySQL dialect does not emit it.
+          const q = this.knex(RUNS_TABLE).insert(row).toSQL().toNative();
+          const [rows] = (await this.knex.raw(`${q.sql} returning *`, q.bindings as Knex.RawBinding[])) as unknown as [Row[]];
+          stored = rows[0]!;
+        } else {
+          const [inserted] = await this.knex(RUNS_TABLE).insert(row, '*');
+          stored = inserted as Row;
+        }
       } else {
+        // MySQL: no RETURNING; read the row back by its id.
         const [inserted] = await this.knex(RUNS_TABLE).insert(row);
-        id = inserted as number;
+        stored = await this.knex(RUNS_TABLE).where({ id: inserted as number }).first<Row>();
       }
-      const stored = await this.knex(RUNS_TABLE).where({ id }).first<Row>();
       return { outcome: 'inserted', run: toRecord(stored) };
     } catch (err) {
       if (isUniqueViolation(err)) return { outcome: 'duplicate' };
