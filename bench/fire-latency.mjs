@@ -119,8 +119,11 @@ export default {
 
 // ---------------------------------------------------------------------------------- scenario
 
-/** Statements a node sends for a period it loses at the row: the INSERT that hits the unique key. */
-const LOST_ROW_STATEMENTS = 1;
+/**
+ * Statements a node sends for a period it loses at the row: the INSERT that hits the unique key, and
+ * the overlap check (overlap 'skip', the default) that goes out beside it.
+ */
+const LOST_ROW_STATEMENTS = 2;
 
 async function sleepUntil(t) {
   const d = t - Date.now();

@@ -40,8 +40,11 @@ export class StoreUnavailableError extends SchedulerError {
 }
 
 export class LockUnavailableError extends SchedulerError {
-  constructor(message: string, options?: { cause?: unknown }) {
+  /** True when the masters answered but repeated split votes left no majority: contention, not an outage. */
+  readonly splitVote: boolean;
+  constructor(message: string, options?: { cause?: unknown; splitVote?: boolean }) {
     super('E_LOCK_UNAVAILABLE', message, options);
+    this.splitVote = options?.splitVote ?? false;
   }
 }
 

@@ -57,25 +57,26 @@ export class Claimer {
         }
       } catch (err) {
         if (!(err instanceof LockUnavailableError)) throw err;
-        if (!this.lockDown) {
+        if (err.splitVote) {
+          this.log.debug({ periodKey: key }, 'Redlock split votes: the run row decides this period');
+        } else if (!this.lockDown) {
           this.lockDown = true;
           this.log.warn({ err: { message: errorMessage(err) } }, 'Redis quorum unreachable: claims go on through the run row alone');
         }
       }
 
-      const inserted = await this.store.insertRun({
-        job: job.name, scheduledAt, periodKey: key, attempt, trigger, nodeId: this.nodeId, leaseMs: job.lockTtlMs,
-      });
+      // The overlap check goes out beside the INSERT (one round trip on the path to the body, not two).
+      const [inserted, live] = await Promise.all([
+        this.store.insertRun({ job: job.name, scheduledAt, periodKey: key, attempt, trigger, nodeId: this.nodeId, leaseMs: job.lockTtlMs }),
+        req.checkOverlap ? this.store.liveRuns(job.name) : Promise.resolve([]),
+      ]);
       if (inserted.outcome === 'duplicate') return { outcome: 'lost-row' };
-      if (req.checkOverlap) {
-        // Only a live run of an EARLIER period blocks this one, so that two periods claimed at the
-        // same moment cannot skip each other. The row is ours already: the skip is recorded on it.
-        const earlier = (await this.store.liveRuns(job.name))
-          .filter((r) => r.id !== inserted.run.id && r.scheduledAt.getTime() < scheduledAt.getTime());
-        if (earlier.length > 0) {
-          await this.store.finishRun(inserted.run.id, this.nodeId, { status: 'skipped', reason: 'overlap' });
-          return { outcome: 'skipped-overlap', running: earlier[0] };
-        }
+      // Only a live run of an EARLIER period blocks this one, so that two periods claimed at the same
+      // moment cannot skip each other. The row is ours already: the skip is recorded on it.
+      const earlier = live.filter((r) => r.periodKey !== key && r.scheduledAt.getTime() < scheduledAt.getTime());
+      if (earlier.length > 0) {
+        await this.store.finishRun(inserted.run.id, this.nodeId, { status: 'skipped', reason: 'overlap' });
+        return { outcome: 'skipped-overlap', running: earlier[0] };
       }
       won = true;
       return { outcome: 'won', run: inserted.run, lease, release: () => this.inHand.delete(key) };

@@ -110,7 +110,7 @@ export class RedlockProvider implements LockProvider {
         // the period to nobody: try again after a short random pause.
         if (await this.heldByMajority(resource, votes.quorum)) return null;
         if (round >= SPLIT_VOTE_ROUNDS) {
-          throw new LockUnavailableError(`no Redlock majority for ${resource} after ${round} split votes`, { cause: err });
+          throw new LockUnavailableError(`no Redlock majority for ${resource} after ${round} split votes`, { cause: err, splitVote: true });
         }
         await new Promise((r) => setTimeout(r, 5 + Math.floor(Math.random() * 25)));
       }
