@@ -14,6 +14,12 @@ import type { Takeover } from '../run/takeover.js';
 
 /** Upper bound on one timer, so that a wall-clock jump is noticed within this time. */
 const MAX_TIMER_MS = 30_000;
+/**
+ * Periods are claimed (lock, then row) this long before their instant, and their bodies start at the
+ * instant: the claim's round trips (Redlock, a durable INSERT) are then off the fire path. As Quartz
+ * acquires triggers ahead of their fire time.
+ */
+export const CLAIM_AHEAD_MS = 100;
 /** How often each node looks for attempts whose lease expired (takeover) and for the store's return. */
 const SWEEP_EVERY_MS = 1000;
 
@@ -45,6 +51,7 @@ export class Scheduler {
   private readonly tracked = new Set<Promise<unknown>>();
   private timer: NodeJS.Timeout | undefined;
   private sweeper: NodeJS.Timeout | undefined;
+  private sweepStart: NodeJS.Timeout | undefined;
   private sweeping = false;
   /** Set while the store cannot be read; periods since then are caught up when it answers again. */
   private storeDownSince: Date | undefined;
@@ -74,7 +81,12 @@ export class Scheduler {
     }
     log.info({ jobs: this.states.map((s) => ({ job: s.job.name, next: s.next?.toISOString() ?? null })) }, 'scheduler started');
     this.arm();
-    this.sweeper = setInterval(() => void this.sweep(), SWEEP_EVERY_MS);
+    // Sweeps run half a second off the whole seconds, where ticks of most schedules fall.
+    const phase = (SWEEP_EVERY_MS + 500 - (this.now().getTime() % SWEEP_EVERY_MS)) % SWEEP_EVERY_MS;
+    this.sweepStart = setTimeout(() => {
+      void this.sweep();
+      this.sweeper = setInterval(() => void this.sweep(), SWEEP_EVERY_MS);
+    }, phase);
   }
 
   /** Takeover of expired leases; catch-up after the store comes back. */
@@ -123,27 +135,28 @@ export class Scheduler {
     let earliest = Infinity;
     for (const s of this.states) if (s.next && s.next.getTime() < earliest) earliest = s.next.getTime();
     if (earliest === Infinity) return;
-    const delay = Math.max(0, Math.min(earliest - this.now().getTime(), MAX_TIMER_MS));
+    const delay = Math.max(0, Math.min(earliest - CLAIM_AHEAD_MS - this.now().getTime(), MAX_TIMER_MS));
     this.timer = setTimeout(() => this.tick(), delay);
   }
 
   private tick(): void {
     if (this.stopped) return;
     const now = this.now();
+    const horizon = now.getTime() + CLAIM_AHEAD_MS;
     const { runner } = this.options;
     const advanced: JobState[] = [];
     for (const state of this.states) {
-      if (!state.next || state.next.getTime() > now.getTime()) continue;
+      if (!state.next || state.next.getTime() > horizon) continue;
       const { job } = state;
       const first = state.next;
       const second = state.afterNext !== undefined ? state.afterNext : nextPeriodAfter(job.schedule, first);
       advanced.push(state);
       state.afterNext = undefined;
-      if (!second || second.getTime() > now.getTime()) {
-        // The regular case: exactly one period is due.
+      if (!second || second.getTime() > horizon) {
+        // The regular case: exactly one period is due (or about to be: its body waits for the instant).
         state.cursor = first;
         state.next = second;
-        this.track(runner.runPeriod(job, first, 'schedule').then((r) => {
+        this.track(runner.runPeriod(job, first, 'schedule', { notBefore: first }).then((r) => {
           // A claim that failed on the store is caught up once the store answers again.
           if (r.claim === 'error') this.storeDownSince ??= new Date(first.getTime());
         }));
@@ -161,6 +174,7 @@ export class Scheduler {
     this.arm();
   }
 
+
   /**
    * Stops claiming, lets in-flight runs finish within the grace period, then aborts the rest with
    * reason 'shutdown' (recorded 'interrupted'). `force()` cuts the grace short.
@@ -169,6 +183,7 @@ export class Scheduler {
     this.stopped = true;
     if (this.timer) clearTimeout(this.timer);
     if (this.sweeper) clearInterval(this.sweeper);
+    if (this.sweepStart) clearTimeout(this.sweepStart);
     const { runner, executor, log } = this.options;
     runner.stop();
     log.info({ inFlight: executor.size, graceMs }, 'stopping: no new claims; waiting for in-flight runs');

@@ -52,9 +52,9 @@ export class Executor {
   }
 
   /** Runs one claimed attempt to its recorded end. Never throws. */
-  execute(job: Job, run: RunRecord, lease: Lease | null, onDone?: () => void): Promise<AttemptResult> {
+  execute(job: Job, run: RunRecord, lease: Lease | null, onDone?: () => void, notBefore?: Date): Promise<AttemptResult> {
     const controller = new AbortController();
-    const done = this.attempt(job, run, lease, controller).finally(() => {
+    const done = this.attempt(job, run, lease, controller, notBefore).finally(() => {
       this.inFlight.delete(run.id);
       onDone?.();
     });
@@ -93,10 +93,13 @@ export class Executor {
     this.stopping = true;
   }
 
-  private async attempt(job: Job, run: RunRecord, lease: Lease | null, controller: AbortController): Promise<AttemptResult> {
+  private async attempt(job: Job, run: RunRecord, lease: Lease | null, controller: AbortController, notBefore?: Date): Promise<AttemptResult> {
     const log = this.log.child({ job: job.name, periodKey: run.periodKey, runId: run.id, attempt: run.attempt });
-    const started = Date.now();
     const stopKeeping = this.keepLease(job, run, lease, controller, log);
+    // A period claimed ahead of its instant starts at the instant; the lease is kept meanwhile.
+    const wait = notBefore ? notBefore.getTime() - Date.now() : 0;
+    if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+    const started = Date.now();
     let outcome: RunOutcome;
     try {
       outcome = await this.body(job, run, controller, false, log);

@@ -30,6 +30,8 @@ export interface RunPeriodOptions {
    * its row lease by a little clock drift). Default 0: a tick's race is lost at once.
    */
   lockWaitMs?: number;
+  /** The first attempt's body starts no earlier than this (a period claimed ahead of its instant). */
+  notBefore?: Date;
 }
 
 export interface CatchUpOptions {
@@ -105,7 +107,7 @@ export class PeriodRunner {
         }
         return result;
       }
-      const outcome = await this.executor.execute(job, claim.run, claim.lease, claim.release);
+      const outcome = await this.executor.execute(job, claim.run, claim.lease, claim.release, attempt === firstAttempt ? options.notBefore : undefined);
       result.attempts.push(outcome);
       const retriable = outcome.status === 'failed' || outcome.status === 'timed_out';
       if (!retriable || attempt > job.retries || this.stopped) return result;
