@@ -1,8 +1,9 @@
 /**
- * The daemon's tick loop: one timer for all jobs, armed for the earliest next period. On waking, the
- * periods that are due are computed from the expressions (never from the moment the timer fired) and
- * claimed in parallel. Periods skipped by a late wake-up (a pause, a blocked event loop) go through
- * catch-up.
+ * The daemon's tick loop: one timer for all jobs, armed CLAIM_AHEAD_MS before the earliest next
+ * period. On waking, the periods that are due are computed from the expressions (never from the
+ * moment the timer fired) and claimed in parallel; their bodies start at the period instant. Periods
+ * skipped by a late wake-up (a pause, a blocked event loop) go through catch-up. A sweep once a second
+ * takes over attempts whose lease expired and catches up after the store was away.
  */
 import type { Job } from '../jobs/types.js';
 import type { Logger } from '../log.js';

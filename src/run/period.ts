@@ -69,10 +69,6 @@ export class PeriodRunner {
     for (const wake of this.sleepers) wake();
   }
 
-  get isStopped(): boolean {
-    return this.stopped;
-  }
-
   /** Claims a period and runs it, with its retries. Never throws. */
   async runPeriod(job: Job, scheduledAt: Date, trigger: Trigger, options: RunPeriodOptions = {}): Promise<PeriodResult> {
     const key = periodKey(job.name, scheduledAt);
