@@ -29,7 +29,7 @@ const { Scheduler } = await import(new URL('daemon/scheduler.js', dist));
 const { PeriodRunner } = await import(new URL('run/period.js', dist));
 const { Claimer } = await import(new URL('claim/claim.js', dist));
 const { RedlockProvider } = await import(new URL('claim/redlock-provider.js', dist));
-const { KnexRunStore } = await import(new URL('store/knex-store.js', dist));
+const { KnexRunStore } = await import(new URL('store/runs.js', dist));
 const { Executor } = await import(new URL('run/execute.js', dist));
 
 // The timer callback of the tick loop.

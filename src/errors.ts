@@ -34,8 +34,11 @@ export class UsageError extends SchedulerError {
 }
 
 export class StoreUnavailableError extends SchedulerError {
-  constructor(message: string, options?: { cause?: unknown }) {
+  /** True for a failure that may pass when tried again at once (deadlock, lock wait, failover, busy). */
+  readonly transient: boolean;
+  constructor(message: string, options?: { cause?: unknown; transient?: boolean }) {
     super('E_STORE_UNAVAILABLE', message, options);
+    this.transient = options?.transient ?? false;
   }
 }
 

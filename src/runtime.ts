@@ -9,29 +9,46 @@ import { RedlockProvider } from './claim/redlock-provider.js';
 import type { Logger } from './log.js';
 import { Executor } from './run/execute.js';
 import { PeriodRunner } from './run/period.js';
+import { Reconciler } from './run/reconcile.js';
 import { Takeover } from './run/takeover.js';
-import { KnexRunStore } from './store/knex-store.js';
-import type { RunStore } from './store/types.js';
+import { Database } from './store/database.js';
+import { KnexJobStore } from './store/jobs.js';
+import { KnexRunStore } from './store/runs.js';
+import type { JobStore, RunStore } from './store/types.js';
 
-export interface Runtime {
+/** The store's tables over one pool. */
+export interface Stores {
+  db: Database;
   store: RunStore;
+  jobStore: JobStore;
+  close(): Promise<void>;
+}
+
+export interface Runtime extends Stores {
   lock: LockProvider;
   claimer: Claimer;
   executor: Executor;
   runner: PeriodRunner;
   takeover: Takeover;
-  close(): Promise<void>;
+  reconciler: Reconciler;
 }
 
-export async function openStore(config: Config): Promise<RunStore> {
-  const store = await KnexRunStore.open(config.store);
+/** Opens the store and migrates it (under a lock). */
+export async function openStores(config: Config): Promise<Stores> {
+  const db = await Database.open(config.store);
   try {
-    await store.migrate();
+    await db.migrate();
   } catch (err) {
-    await store.close().catch(() => {});
+    await db.close().catch(() => {});
     throw err;
   }
-  return store;
+  return { db, store: new KnexRunStore(db), jobStore: new KnexJobStore(db), close: () => db.close() };
+}
+
+/** The runs table alone (history, list, migrate): closing it closes its pool. */
+export async function openStore(config: Config): Promise<RunStore> {
+  const { db } = await openStores(config);
+  return new KnexRunStore(db, true);
 }
 
 export function createLockProvider(config: Config, log: Logger): LockProvider {
@@ -40,24 +57,26 @@ export function createLockProvider(config: Config, log: Logger): LockProvider {
 }
 
 export async function openRuntime(config: Config, log: Logger): Promise<Runtime> {
-  const store = await openStore(config);
+  const stores = await openStores(config);
   const lock = createLockProvider(config, log);
   try {
     await lock.connect();
   } catch (err) {
     await lock.close().catch(() => {});
-    await store.close().catch(() => {});
+    await stores.close().catch(() => {});
     throw err;
   }
+  const { store, jobStore } = stores;
   const claimer = new Claimer(store, lock, config.nodeId, log);
   const executor = new Executor(store, config.nodeId, log);
-  const runner = new PeriodRunner(store, claimer, executor, config.nodeId, log);
-  const takeover = new Takeover(store, runner, log);
+  const runner = new PeriodRunner(store, claimer, executor, log);
+  const takeover = new Takeover(store, jobStore, runner, config.nodeId, log);
+  const reconciler = new Reconciler(store, jobStore, runner, config.nodeId, log);
   return {
-    store, lock, claimer, executor, runner, takeover,
+    ...stores, lock, claimer, executor, runner, takeover, reconciler,
     async close() {
       await lock.close().catch(() => {});
-      await store.close().catch(() => {});
+      await stores.close().catch(() => {});
     },
   };
 }

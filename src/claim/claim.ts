@@ -1,8 +1,19 @@
 /**
- * The claim protocol: lock first (losers stop there, with no query to the store), then the run row
- * under its unique key. The row, not the lock, is the fence: a node that wins the lock but loses the
- * insert does not run the body. With the Redis quorum unreachable, claims go on through the row alone.
- * With overlap 'skip', the winner of the row records it skipped when an earlier period's run is live.
+ * The claim protocol: lock first (losers stop there, with no query to the store), then the row. The
+ * row, not the lock, is the fence: a node that wins the lock but loses the row does not run the body.
+ * With the Redis quorum unreachable, claims go on through the row alone.
+ *
+ * Two rows can be claimed: attempt 1 of a period is an INSERT under the unique key (the tick's fast
+ * path); an owed attempt (a retry, a takeover, a resumed interrupted run) is a `pending` row, claimed
+ * by compare-and-set. The lock key is per attempt, so a stale key of attempt n never blocks n + 1.
+ *
+ * Overlap 'skip' is checked for every attempt, in both directions (as Kubernetes' Forbid):
+ * - a scheduled tick ('tick') inserts its row and, beside it, looks for a live run of an earlier
+ *   period; if there is one, its row is recorded skipped (reason overlap). No extra round trip.
+ * - a catch-up period and an owed attempt ('wait') first look for a live run of any other period of
+ *   the job and, if there is one, wait (no row is written; a pending row stays pending). After
+ *   claiming they look again for an earlier period's live run, so that of two claims racing, the
+ *   earlier period runs and the later one is recorded skipped (or given back, if it was pending).
  */
 import { LockUnavailableError, errorMessage } from '../errors.js';
 import type { Job, Trigger } from '../jobs/types.js';
@@ -13,15 +24,27 @@ import type { Lease, LockProvider } from './lock.js';
 
 export type ClaimResult =
   | { outcome: 'won'; run: RunRecord; lease: Lease | null; release: () => void }
-  | { outcome: 'lost-lock' | 'lost-row' | 'skipped-overlap' | 'in-hand'; running?: RunRecord };
+  | { outcome: 'lost-lock' | 'lost-row' | 'skipped-overlap' | 'blocked-overlap' | 'in-hand'; running?: RunRecord };
+
+/** How overlap 'skip' is checked (see above). */
+export type OverlapCheck = 'none' | 'tick' | 'wait';
 
 export interface ClaimRequest {
   job: Job;
   scheduledAt: Date;
   trigger: Trigger;
   attempt: number;
-  /** Check the cluster for a run of this job in flight first (overlap 'skip'). */
-  checkOverlap: boolean;
+  checkOverlap: OverlapCheck;
+}
+
+/** The Redlock resource of an attempt: `<job>@<ISO>` for attempt 1, `<job>@<ISO>#<n>` after. */
+export function attemptLockKey(key: string, attempt: number): string {
+  return attempt > 1 ? `${key}#${attempt}` : key;
+}
+
+/** Live runs of the job's other periods (only the earlier ones, with `earlierOnly`). */
+function others(live: RunRecord[], key: string, scheduledAt: Date, earlierOnly: boolean): RunRecord[] {
+  return live.filter((r) => r.periodKey !== key && (!earlierOnly || r.scheduledAt.getTime() < scheduledAt.getTime()));
 }
 
 export class Claimer {
@@ -40,16 +63,66 @@ export class Claimer {
     return this.inHand.has(key);
   }
 
-  async claim(req: ClaimRequest): Promise<ClaimResult> {
-    const { job, scheduledAt, trigger, attempt } = req;
+  /** Claims attempt `attempt` of a period by inserting its row. */
+  claim(req: ClaimRequest): Promise<ClaimResult> {
+    const { job, scheduledAt, trigger, attempt, checkOverlap: check } = req;
     const key = periodKey(job.name, scheduledAt);
+    return this.guarded(key, attempt, job.lockTtlMs, async () => {
+      if (check === 'wait') {
+        const live = others(await this.store.liveRuns(job.name), key, scheduledAt, false);
+        if (live.length > 0) return { outcome: 'blocked-overlap', running: live[0] };
+      }
+      // The tick's overlap check goes out beside the INSERT (one round trip on the path to the body, not two).
+      const [inserted, live] = await Promise.all([
+        this.store.insertRun({ job: job.name, scheduledAt, periodKey: key, attempt, trigger, nodeId: this.nodeId, leaseMs: job.lockTtlMs }),
+        check !== 'none' ? this.store.liveRuns(job.name) : Promise.resolve([]),
+      ]);
+      if (inserted.outcome === 'duplicate') return { outcome: 'lost-row' };
+      // Only a live run of an EARLIER period blocks now, so that two periods claimed at the same moment
+      // cannot skip each other. The row is ours already: the skip is recorded on it.
+      const earlier = others(live, key, scheduledAt, true);
+      if (earlier.length > 0) {
+        await this.store.finishRun(inserted.run.id, this.nodeId, { status: 'skipped', reason: 'overlap' });
+        return { outcome: 'skipped-overlap', running: earlier[0] };
+      }
+      return { outcome: 'won', run: inserted.run };
+    });
+  }
+
+  /**
+   * Claims an owed (pending) attempt by compare-and-set. With overlap 'skip', it waits (stays pending)
+   * while another period of the job has a live run.
+   */
+  claimPending(job: Job, pending: RunRecord): Promise<ClaimResult> {
+    const skip = job.overlap === 'skip';
+    const { periodKey: key, scheduledAt } = pending;
+    return this.guarded(key, pending.attempt, job.lockTtlMs, async () => {
+      if (skip) {
+        const live = others(await this.store.liveRuns(job.name), key, scheduledAt, false);
+        if (live.length > 0) return { outcome: 'blocked-overlap', running: live[0] };
+      }
+      const run = await this.store.claimPending(pending.id, this.nodeId, job.lockTtlMs);
+      if (!run) return { outcome: 'lost-row' };
+      if (skip) {
+        const earlier = others(await this.store.liveRuns(job.name), key, scheduledAt, true);
+        if (earlier.length > 0) {
+          await this.store.releasePending(run.id, this.nodeId);
+          return { outcome: 'blocked-overlap', running: earlier[0] };
+        }
+      }
+      return { outcome: 'won', run };
+    });
+  }
+
+  /** The in-process guard and the lock around a row claim; the lock is let go unless the claim won. */
+  private async guarded(key: string, attempt: number, ttlMs: number, claimRow: () => Promise<ClaimResult | { outcome: 'won'; run: RunRecord }>): Promise<ClaimResult> {
     if (this.inHand.has(key)) return { outcome: 'in-hand' };
     this.inHand.add(key);
     let lease: Lease | null = null;
     let won = false;
     try {
       try {
-        lease = await this.lock.tryAcquire(key, job.lockTtlMs);
+        lease = await this.lock.tryAcquire(attemptLockKey(key, attempt), ttlMs);
         if (lease === null) return { outcome: 'lost-lock' };
         if (this.lockDown) {
           this.lockDown = false;
@@ -64,22 +137,10 @@ export class Claimer {
           this.log.warn({ err: { message: errorMessage(err) } }, 'Redis quorum unreachable: claims go on through the run row alone');
         }
       }
-
-      // The overlap check goes out beside the INSERT (one round trip on the path to the body, not two).
-      const [inserted, live] = await Promise.all([
-        this.store.insertRun({ job: job.name, scheduledAt, periodKey: key, attempt, trigger, nodeId: this.nodeId, leaseMs: job.lockTtlMs }),
-        req.checkOverlap ? this.store.liveRuns(job.name) : Promise.resolve([]),
-      ]);
-      if (inserted.outcome === 'duplicate') return { outcome: 'lost-row' };
-      // Only a live run of an EARLIER period blocks this one, so that two periods claimed at the same
-      // moment cannot skip each other. The row is ours already: the skip is recorded on it.
-      const earlier = live.filter((r) => r.periodKey !== key && r.scheduledAt.getTime() < scheduledAt.getTime());
-      if (earlier.length > 0) {
-        await this.store.finishRun(inserted.run.id, this.nodeId, { status: 'skipped', reason: 'overlap' });
-        return { outcome: 'skipped-overlap', running: earlier[0] };
-      }
+      const result = await claimRow();
+      if (result.outcome !== 'won') return result;
       won = true;
-      return { outcome: 'won', run: inserted.run, lease, release: () => this.inHand.delete(key) };
+      return { outcome: 'won', run: result.run, lease, release: () => this.inHand.delete(key) };
     } finally {
       if (!won) {
         this.inHand.delete(key);

@@ -27,7 +27,8 @@ export function historyCommand(program: Command): void {
           ['JOB', 'PERIOD', 'ATTEMPT', 'TRIGGER', 'STATUS', 'NODE', 'STARTED', 'FINISHED', 'DURATION', 'ERROR'],
           ...runs.map((r) => [
             r.job, r.scheduledAt.toISOString(), String(r.attempt), r.trigger,
-            r.reason ? `${r.status} (${r.reason})` : r.status, r.nodeId, r.startedAt.toISOString(),
+            r.reason ? `${r.status} (${r.reason})` : r.status === 'pending' ? `pending (due ${r.runAt?.toISOString() ?? '?'})` : r.status,
+            r.nodeId, r.status === 'pending' ? '' : r.startedAt.toISOString(),
             r.finishedAt?.toISOString() ?? '', durationText(r.durationMs), (r.error ?? '').split('\n')[0]!.slice(0, 80),
           ]),
         ]));

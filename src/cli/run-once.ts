@@ -5,12 +5,10 @@
 import type { Command } from 'commander';
 import { RefusedError, SchedulerError } from '../errors.js';
 import type { Job } from '../jobs/types.js';
-import { openRuntime, openStore, type Runtime } from '../runtime.js';
+import { openRuntime, openStores, type Runtime } from '../runtime.js';
 import { Executor, type AttemptResult } from '../run/execute.js';
+import { dryRunPass, parsePeriod, runManual, runPass } from '../run/pass.js';
 import type { PeriodResult } from '../run/period.js';
-import { isPeriod, latestPeriodAtOrBefore, nextPeriodAfter, periodKey, periodsBetween } from '../time/schedule.js';
-import type { RunStore } from '../store/types.js';
-import type { Logger } from '../log.js';
 import { EXIT } from './exit.js';
 import { jobsOf, print, setup, table, withCommonOptions, type CommonOptions } from './common.js';
 import { unknownJob } from './next.js';
@@ -65,11 +63,21 @@ Examples:
       }
       const report: Report = { runs: [], notRun: [], invalid };
       if (options.dryRun) {
-        await dryRun(config, log, names.length > 0 ? selected : jobs.filter((j) => j.enabled), names.length > 0, period, report);
+        const stores = await openStores(config);
+        try {
+          const executor = new Executor(stores.store, config.nodeId, log);
+          if (names.length > 0) {
+            for (const job of selected) report.runs.push(await executor.dryRun(job, period ?? new Date(), 'manual'));
+          } else {
+            report.runs.push(...(await dryRunPass(stores, executor, jobs.filter((j) => j.enabled))));
+          }
+        } finally {
+          await stores.close();
+        }
       } else {
         const rt = await openRuntime(config, log);
         try {
-          if (names.length === 0) await pass(rt, jobs.filter((j) => j.enabled), report);
+          if (names.length === 0) collect(report, await runPass(rt, jobs.filter((j) => j.enabled)));
           else await manual(rt, selected, period, options.force === true, report);
         } finally {
           await rt.close();
@@ -82,99 +90,24 @@ Examples:
     });
 }
 
-function parsePeriod(job: Job, text: string): Date {
-  const instant = new Date(text);
-  if (!/^\d{4}-\d{2}-\d{2}T/.test(text) || Number.isNaN(instant.getTime())) {
-    throw new SchedulerError('E_USAGE', `invalid --period ${text}: expected an ISO-8601 instant such as 2026-11-30T18:00:00.000Z`);
-  }
-  if (!isPeriod(job.schedule, instant)) {
-    const before = latestPeriodAtOrBefore(job.schedule, instant);
-    const after = nextPeriodAfter(job.schedule, instant);
-    throw new SchedulerError('E_NOT_A_PERIOD',
-      `--period ${instant.toISOString()} is not a period of job '${job.name}' (${job.schedule.expression}, ${job.timezone}); nearest periods: before ${before?.toISOString() ?? 'none'}, after ${after?.toISOString() ?? 'none'}`);
-  }
-  return instant;
-}
-
 function collect(report: Report, results: PeriodResult[]): void {
   for (const r of results) {
     report.runs.push(...r.attempts);
-    if (r.attempts.length === 0) {
+    if (r.attempts.length === 0 && r.claim !== 'in-hand') {
       report.notRun.push({ job: r.job, periodKey: r.periodKey, outcome: r.claim, ...(r.error ? { reason: r.error } : {}) });
     }
-  }
-}
-
-/** The scheduling pass: for every job, what catch-up would do now. */
-async function pass(rt: Runtime, jobs: Job[], report: Report): Promise<void> {
-  // Attempts whose node died are taken over first, as a daemon would.
-  const takeovers = await rt.takeover.sweep(new Map(jobs.map((j) => [j.name, j])));
-  const now = new Date();
-  const results = await Promise.all(jobs.map((job) => rt.runner.catchUp(job, now, { latestTrigger: 'catch-up' })));
-  for (const r of results) collect(report, r.ran);
-  collect(report, await Promise.all(takeovers));
-}
-
-async function refuseIfInFlight(store: RunStore, job: Job): Promise<void> {
-  if (job.overlap !== 'skip') return;
-  const live = await store.liveRuns(job.name);
-  if (live.length > 0) {
-    const r = live[0]!;
-    throw new RefusedError(`job '${job.name}' has a run in flight (${r.periodKey}, attempt ${r.attempt}, node ${r.nodeId}) and its overlap is 'skip'`);
   }
 }
 
 async function manual(rt: Runtime, jobs: Job[], period: Date | undefined, force: boolean, report: Report): Promise<void> {
   await Promise.all(jobs.map(async (job) => {
     try {
-      const scheduledAt = period ?? new Date();
-      let attempt = 1;
-      if (period) {
-        // An attempt of a dead node is declared abandoned first (its lease expired), so it does not block.
-        await rt.takeover.sweep(new Map([[job.name, job]]), { restart: false });
-        const runs = await rt.store.periodRuns(job.name, period);
-        const last = runs[runs.length - 1];
-        if (last?.status === 'running') {
-          throw new RefusedError(`period ${last.periodKey} is in flight (attempt ${last.attempt}, node ${last.nodeId})`);
-        }
-        if (last?.status === 'succeeded' && !force) {
-          throw new RefusedError(`period ${last.periodKey} already succeeded (attempt ${last.attempt}); use --force to run it again`);
-        }
-        attempt = (last?.attempt ?? 0) + 1;
-      } else {
-        await refuseIfInFlight(rt.store, job);
-      }
-      const claim = await rt.claimer.claim({ job, scheduledAt, trigger: 'manual', attempt, checkOverlap: false });
-      if (claim.outcome !== 'won') {
-        throw new RefusedError(`period ${periodKey(job.name, scheduledAt)} was claimed by another node at the same moment`);
-      }
-      report.runs.push(await rt.executor.execute(job, claim.run, claim.lease, claim.release));
+      report.runs.push(...(await runManual(rt, job, period, force)));
     } catch (err) {
       if (!(err instanceof RefusedError)) throw err;
       report.notRun.push({ job: job.name, outcome: 'refused', reason: err.message });
     }
   }));
-}
-
-async function dryRun(config: Parameters<typeof openStore>[0], log: Logger, jobs: Job[], byName: boolean, period: Date | undefined, report: Report): Promise<void> {
-  const store = await openStore(config);
-  try {
-    const executor = new Executor(store, config.nodeId, log);
-    const now = new Date();
-    for (const job of jobs) {
-      let due: Date[];
-      if (byName) due = [period ?? now];
-      else {
-        const candidates = periodsBetween(job.schedule, new Date(now.getTime() - job.catchUpMs - 1), now);
-        const withRows = candidates.length ? await store.periodsWithRows(job.name, candidates[0]!.getTime(), now.getTime()) : new Set<number>();
-        const missing = candidates.filter((p) => !withRows.has(p.getTime()));
-        due = job.coalesce ? missing.slice(-1) : missing;
-      }
-      for (const p of due) report.runs.push(await executor.dryRun(job, p, byName ? 'manual' : 'catch-up'));
-    }
-  } finally {
-    await store.close();
-  }
 }
 
 function render(report: Report): string {

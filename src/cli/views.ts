@@ -12,7 +12,9 @@ export function runView(r: RunRecord) {
     status: r.status,
     reason: r.reason,
     nodeId: r.nodeId,
-    startedAt: r.startedAt.toISOString(),
+    // A pending attempt has not started: it is due at runAt.
+    startedAt: r.status === 'pending' ? null : r.startedAt.toISOString(),
+    runAt: r.runAt?.toISOString() ?? null,
     finishedAt: r.finishedAt?.toISOString() ?? null,
     durationMs: r.durationMs,
     error: r.error,

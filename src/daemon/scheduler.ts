@@ -2,15 +2,20 @@
  * The daemon's tick loop: one timer for all jobs, armed CLAIM_AHEAD_MS before the earliest next
  * period. On waking, the periods that are due are computed from the expressions (never from the
  * moment the timer fired) and claimed in parallel; their bodies start at the period instant. Periods
- * skipped by a late wake-up (a pause, a blocked event loop) go through catch-up. A sweep once a second
- * takes over attempts whose lease expired and catches up after the store was away.
+ * skipped by a late wake-up (a pause, a blocked event loop) go through the reconciler at once.
+ *
+ * A sweep once a second does the rest from the store: takes over attempts whose lease expired, runs
+ * the owed (pending) attempts that are due, and reconciles the recent periods (those with no row run
+ * as catch-up, or are recorded missed). What is owed lives in the store; this process only executes it.
  */
+import { errorMessage } from '../errors.js';
 import type { Job } from '../jobs/types.js';
 import type { Logger } from '../log.js';
 import type { RunStore } from '../store/types.js';
 import { nextPeriodAfter } from '../time/schedule.js';
 import type { Executor } from '../run/execute.js';
 import type { PeriodRunner } from '../run/period.js';
+import type { Reconciler } from '../run/reconcile.js';
 import type { Takeover } from '../run/takeover.js';
 
 /** Upper bound on one timer, so that a wall-clock jump is noticed within this time. */
@@ -21,8 +26,13 @@ const MAX_TIMER_MS = 30_000;
  * acquires triggers ahead of their fire time.
  */
 export const CLAIM_AHEAD_MS = 100;
-/** How often each node looks for attempts whose lease expired (takeover) and for the store's return. */
+/** How often each node sweeps: takeover, due pending attempts, reconciling. */
 const SWEEP_EVERY_MS = 1000;
+/**
+ * The reconciler looks at periods up to this long before now: a tick claims its period ahead of the
+ * instant, so a period without a row this old was not claimed (or its claim failed).
+ */
+export const RECONCILE_MARGIN_MS = 2000;
 
 interface JobState {
   job: Job;
@@ -43,6 +53,7 @@ export interface SchedulerOptions {
   runner: PeriodRunner;
   executor: Executor;
   takeover: Takeover;
+  reconciler: Reconciler;
   log: Logger;
   now?: () => Date;
 }
@@ -54,8 +65,8 @@ export class Scheduler {
   private sweeper: NodeJS.Timeout | undefined;
   private sweepStart: NodeJS.Timeout | undefined;
   private sweeping = false;
-  /** Set while the store cannot be read; periods since then are caught up when it answers again. */
-  private storeDownSince: Date | undefined;
+  /** Set while the store cannot be read. */
+  private storeDown = false;
   /** No takeover before this instant (ms), just after the store came back. */
   private quietUntil = 0;
   private stopped = false;
@@ -66,19 +77,15 @@ export class Scheduler {
     this.states = options.jobs.filter((j) => j.enabled).map((job) => ({ job, cursor: new Date(0), next: null }));
   }
 
-  /** Catch-up for every job (in the background), then the tick loop. */
+  /** Declares the jobs, then the tick loop and the sweeps (the first sweep catches up). */
   async start(): Promise<void> {
-    const { store, runner, log } = this.options;
+    const { log, reconciler } = this.options;
     const now = this.now();
-    const last = await store.lastRuns(this.states.map((s) => s.job.name));
+    await reconciler.declare(this.states.map((s) => s.job), now, 'next');
     for (const state of this.states) {
       state.cursor = now;
       state.next = nextPeriodAfter(state.job.schedule, now);
       state.afterNext = state.next ? nextPeriodAfter(state.job.schedule, state.next) : null;
-      // A job with no row at all is new: like a new Kubernetes CronJob, it starts with its next
-      // period. Otherwise periods missed since its last recorded one are caught up (or counted).
-      const fromExclusive = last.get(state.job.name)?.scheduledAt;
-      if (fromExclusive) this.track(runner.catchUp(state.job, now, { fromExclusive, latestTrigger: 'catch-up' }));
     }
     log.info({ jobs: this.states.map((s) => ({ job: s.job.name, next: s.next?.toISOString() ?? null })) }, 'scheduler started');
     this.arm();
@@ -90,37 +97,33 @@ export class Scheduler {
     }, phase);
   }
 
-  /** Takeover of expired leases; catch-up after the store comes back. */
+  /** Takeover of expired leases, due pending attempts, and the reconciling of recent periods. */
   private async sweep(): Promise<void> {
     if (this.sweeping || this.stopped) return;
     this.sweeping = true;
+    const { takeover, reconciler, log } = this.options;
     try {
       const now = this.now();
-      if (this.storeDownSince) {
-        try {
-          await this.options.store.now();
-        } catch {
-          return;
-        }
-        const since = this.storeDownSince;
-        this.storeDownSince = undefined;
+      const jobs = new Map(this.states.map((s) => [s.job.name, s.job]));
+      const started = await takeover.safeSweep(jobs, { takeover: now.getTime() >= this.quietUntil && !this.storeDown });
+      if (started === null) {
+        this.storeDown = true;
+        return;
+      }
+      if (this.storeDown) {
+        this.storeDown = false;
         // Live runs could not heartbeat while the store was away: give them time to do so before
         // judging any lease, so that an outage of the store alone causes no takeover.
         this.quietUntil = now.getTime() + 2 * SWEEP_EVERY_MS;
-        this.options.log.info({ since: since.toISOString() }, 'store answers again: catching up periods missed meanwhile');
-        for (const state of this.states) {
-          this.track(this.options.runner.catchUp(state.job, now, { fromExclusive: new Date(since.getTime() - 1000), latestTrigger: 'catch-up' }));
-        }
-        return;
-      }
-      if (now.getTime() < this.quietUntil) return;
-      const jobs = new Map(this.states.map((s) => [s.job.name, s.job]));
-      const started = await this.options.takeover.safeSweep(jobs);
-      if (started === null) {
-        this.storeDownSince ??= now;
-        return;
+        log.info('store answers again: catching up periods missed meanwhile');
       }
       for (const p of started) this.track(p);
+      if (this.stopped) return;
+      const result = await reconciler.reconcile(this.states.map((s) => s.job), { upTo: new Date(now.getTime() - RECONCILE_MARGIN_MS), now });
+      for (const p of result.ran) this.track(p);
+      await reconciler.flush();
+    } catch (err) {
+      log.warn({ err: { message: errorMessage(err) } }, 'sweep failed');
     } finally {
       this.sweeping = false;
     }
@@ -146,6 +149,7 @@ export class Scheduler {
     const horizon = now.getTime() + CLAIM_AHEAD_MS;
     const { runner } = this.options;
     const advanced: JobState[] = [];
+    const late: Job[] = [];
     for (const state of this.states) {
       if (!state.next || state.next.getTime() > horizon) continue;
       const { job } = state;
@@ -157,18 +161,20 @@ export class Scheduler {
         // The regular case: exactly one period is due (or about to be: its body waits for the instant).
         state.cursor = first;
         state.next = second;
-        this.track(runner.runPeriod(job, first, 'schedule', { notBefore: first }).then((r) => {
-          // A claim that failed on the store is caught up once the store answers again.
-          if (r.claim === 'error') this.storeDownSince ??= new Date(first.getTime());
-        }));
+        this.track(runner.runPeriod(job, first, 'schedule', { notBefore: first }));
         continue;
       }
-      // Woken late past several periods: the latest runs as 'schedule', the rest go through catch-up.
-      const fromExclusive = state.cursor;
+      // Woken late past several periods: the reconciler looks at them at once (it runs the latest as
+      // 'schedule', and the others as coalesce says).
       state.cursor = now;
       state.next = nextPeriodAfter(job.schedule, now);
-      this.options.log.warn({ job: job.name, since: fromExclusive.toISOString(), lateMs: now.getTime() - first.getTime() }, 'timer woke late past several periods: catching up');
-      this.track(runner.catchUp(job, now, { fromExclusive, latestTrigger: 'schedule' }));
+      this.options.log.warn({ job: job.name, lateMs: now.getTime() - first.getTime() }, 'timer woke late past several periods: catching up');
+      late.push(job);
+    }
+    if (late.length > 0) {
+      this.track(this.options.reconciler.reconcile(late, { upTo: now, now, latestTrigger: 'schedule' })
+        .then((r) => { for (const p of r.ran) this.track(p); })
+        .catch((err: unknown) => this.options.log.warn({ err: { message: errorMessage(err) } }, 'catch-up after a late timer failed; the sweep tries again')));
     }
     // Off the claim path: the claims above are on the wire already.
     for (const state of advanced) state.afterNext = state.next ? nextPeriodAfter(state.job.schedule, state.next) : null;
@@ -200,6 +206,7 @@ export class Scheduler {
     await executor.drain();
     executor.markStopping();
     await Promise.allSettled([...this.tracked]);
+    await this.options.reconciler.flush(true).catch(() => {});
   }
 
   private forceStop: () => void = () => {};

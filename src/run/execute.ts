@@ -1,14 +1,15 @@
 /**
  * One attempt of a period: builds `ctx`, runs the body, enforces `timeout`, keeps the lease (Redlock
- * extension and a row heartbeat written with the store's clock), and records the outcome with a write
- * that is conditional on still owning the attempt.
+ * extension and a row heartbeat written with the store's clock) until the outcome is written, and
+ * records the outcome with a write that is conditional on still owning the attempt, in one
+ * transaction with the attempt it owes next (a retry, or a resumed interrupted run).
  */
 import { randomUUID } from 'node:crypto';
 import { errorMessage, StoreUnavailableError } from '../errors.js';
 import type { AbortReason, Job, JobContext, Trigger } from '../jobs/types.js';
 import type { Logger } from '../log.js';
 import type { Lease } from '../claim/lock.js';
-import type { RunOutcome, RunRecord, RunStatus, RunStore } from '../store/types.js';
+import type { FinalStatus, RunOutcome, RunRecord, RunStore } from '../store/types.js';
 import { periodKey } from '../time/schedule.js';
 
 export interface AttemptResult {
@@ -18,12 +19,14 @@ export interface AttemptResult {
   attempt: number;
   trigger: Trigger;
   runId: string;
-  status: Exclude<RunStatus, 'running'>;
+  status: FinalStatus;
   result?: unknown;
   error?: string | null;
   durationMs: number;
   /** False when the final write was refused because the attempt was no longer ours. */
   recorded: boolean;
+  /** The attempt this one made owed (pending), if any. */
+  next: RunRecord | null;
 }
 
 interface InFlight {
@@ -63,18 +66,18 @@ export class Executor {
   }
 
   /** --dry-run: the body with ctx.dryRun, no row, no lock. */
-  async dryRun(job: Job, scheduledAt: Date, trigger: Trigger): Promise<AttemptResult> {
+  async dryRun(job: Job, scheduledAt: Date, trigger: Trigger, attempt = 1): Promise<AttemptResult> {
     const fake: RunRecord = {
       id: `dry-run-${randomUUID()}`, job: job.name, scheduledAt, periodKey: periodKey(job.name, scheduledAt), shard: 0,
-      attempt: 1, trigger, status: 'running', reason: null, nodeId: this.nodeId, startedAt: new Date(), finishedAt: null,
+      attempt, trigger, status: 'running', reason: null, nodeId: this.nodeId, startedAt: new Date(), runAt: null, finishedAt: null,
       durationMs: null, heartbeatAt: null, leaseMs: job.lockTtlMs, result: null, error: null, errorStack: null,
     };
     const controller = new AbortController();
     const started = Date.now();
     const outcome = await this.body(job, fake, controller, true);
     return {
-      job: job.name, periodKey: fake.periodKey, scheduledAt, attempt: 1, trigger, runId: fake.id, status: outcome.status,
-      result: outcome.result, error: outcome.error ?? null, durationMs: Date.now() - started, recorded: false,
+      job: job.name, periodKey: fake.periodKey, scheduledAt, attempt, trigger, runId: fake.id, status: outcome.status,
+      result: outcome.result, error: outcome.error ?? null, durationMs: Date.now() - started, recorded: false, next: null,
     };
   }
 
@@ -95,26 +98,30 @@ export class Executor {
 
   private async attempt(job: Job, run: RunRecord, lease: Lease | null, controller: AbortController, notBefore?: Date): Promise<AttemptResult> {
     const log = this.log.child({ job: job.name, periodKey: run.periodKey, runId: run.id, attempt: run.attempt });
-    const stopKeeping = this.keepLease(job, run, lease, controller, log);
+    // The lease is kept from the claim until the outcome has been written, not only while the body runs:
+    // a finished run whose outcome waits for the store must not look abandoned meanwhile.
+    const keeper = this.keepLease(job, run, lease, controller, log);
     // A period claimed ahead of its instant starts at the instant; the lease is kept meanwhile.
     const wait = notBefore ? notBefore.getTime() - Date.now() : 0;
     if (wait > 0) await new Promise((r) => setTimeout(r, wait));
     const started = Date.now();
-    let outcome: RunOutcome;
+    const outcome = await this.body(job, run, controller, false, log);
+    keeper.bodyDone();
+    let ended;
     try {
-      outcome = await this.body(job, run, controller, false, log);
+      ended = await this.record(job, run, outcome, log);
     } finally {
-      stopKeeping();
+      keeper.stop();
     }
-    const recorded = await this.record(run, outcome, log);
     if (lease) await lease.release();
     const durationMs = Date.now() - started;
-    const line = { status: outcome.status, durationMs, ...(outcome.error ? { error: outcome.error } : {}) };
-    if (outcome.status === 'succeeded') log.info(line, 'run succeeded');
-    else log.warn(line, `run ${outcome.status}`);
+    const line = { status: ended.status, durationMs, ...(outcome.error ? { error: outcome.error } : {}) };
+    if (ended.status === 'succeeded') log.info(line, 'run succeeded');
+    else log.warn(line, `run ${ended.status}`);
+    if (ended.next) log.info({ nextAttempt: ended.next.attempt, runAt: ended.next.runAt?.toISOString() }, 'next attempt owed (pending)');
     return {
       job: job.name, periodKey: run.periodKey, scheduledAt: run.scheduledAt, attempt: run.attempt, trigger: run.trigger,
-      runId: run.id, status: outcome.status, result: outcome.result, error: outcome.error ?? null, durationMs, recorded,
+      runId: run.id, status: ended.status, result: outcome.result, error: outcome.error ?? null, durationMs, recorded: ended.written, next: ended.next,
     };
   }
 
@@ -167,10 +174,12 @@ export class Executor {
    * (store clock). A row that is no longer this attempt's, or a lock held by someone else, aborts
    * ctx.signal with 'lease-lost'. An unreachable Redis or store is not a loss by itself.
    */
-  private keepLease(job: Job, run: RunRecord, lease: Lease | null, controller: AbortController, log: Logger): () => void {
+  private keepLease(job: Job, run: RunRecord, lease: Lease | null, controller: AbortController, log: Logger): { bodyDone(): void; stop(): void } {
     const every = Math.max(200, Math.floor(job.lockTtlMs / 3));
     let timer: NodeJS.Timeout | undefined;
     let stopped = false;
+    // After the body, a lost lease has nothing left to abort; the conditional outcome write says the rest.
+    let bodyDone = false;
     const beat = async () => {
       if (stopped || controller.signal.aborted) return;
       let next = every;
@@ -183,7 +192,9 @@ export class Executor {
             throw err;
           }),
         ]);
+        if (stopped) return;
         if (row === false || lock === 'lost') {
+          if (bodyDone) return;
           log.warn({ lock, rowOwned: row }, 'lease lost: aborting the run');
           controller.abort('lease-lost');
           return;
@@ -204,26 +215,37 @@ export class Executor {
     };
     timer = setTimeout(() => void beat(), every);
     timer.unref();
-    return () => {
-      stopped = true;
-      if (timer) clearTimeout(timer);
+    return {
+      bodyDone: () => {
+        bodyDone = true;
+      },
+      stop: () => {
+        stopped = true;
+        if (timer) clearTimeout(timer);
+      },
     };
   }
 
-  /** Writes the outcome; while the store is unreachable, keeps it and tries again. */
-  private async record(run: RunRecord, outcome: RunOutcome, log: Logger): Promise<boolean> {
-    let delay = 250;
+  /**
+   * Writes the outcome, with what it owes next. While the store is unreachable the outcome is kept
+   * and tried again at the heartbeat cadence (the lease is kept meanwhile), so that it lands as soon
+   * as the store answers, before any other node may judge the lease.
+   */
+  private async record(job: Job, run: RunRecord, outcome: RunOutcome, log: Logger): Promise<{ written: boolean; status: FinalStatus; next: RunRecord | null }> {
+    const policy = { retries: job.retries, retryDelayMs: job.retryDelayMs };
+    const every = Math.min(200, Math.max(50, Math.floor(job.lockTtlMs / 10)));
     let attempt: RunOutcome = outcome;
+    let warned = false;
     for (;;) {
       try {
-        const owned = await this.store.finishRun(run.id, this.nodeId, attempt);
-        if (!owned) log.warn({ status: outcome.status }, 'outcome not recorded: the attempt is no longer this node\'s');
-        return owned;
+        const ended = await this.store.endAttempt(run, this.nodeId, attempt, policy);
+        if (!ended.written) log.warn({ status: outcome.status }, 'outcome not recorded: the attempt is no longer this node\'s');
+        return ended;
       } catch (err) {
         if (err instanceof StoreUnavailableError && !this.stopping) {
-          log.warn({ err: { message: errorMessage(err) } }, 'store unreachable: keeping the outcome and trying again');
-          await new Promise((r) => setTimeout(r, delay));
-          delay = Math.min(delay * 2, 5000);
+          if (!warned) log.warn({ err: { message: errorMessage(err) } }, 'store unreachable: keeping the outcome and trying again');
+          warned = true;
+          await new Promise((r) => setTimeout(r, every));
           continue;
         }
         if (attempt === outcome && !(err instanceof StoreUnavailableError)) {
@@ -234,9 +256,8 @@ export class Executor {
           continue;
         }
         log.error({ err: { message: errorMessage(err) }, outcome: { status: outcome.status, error: outcome.error } }, 'could not record the outcome');
-        return false;
+        return { written: false, status: outcome.status, next: null };
       }
     }
   }
-
 }

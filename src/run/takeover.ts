@@ -1,64 +1,97 @@
 /**
- * Takeover of attempts whose node stopped heartbeating (crash, kill -9, a pause past the lease): one
- * node declares the attempt abandoned by compare-and-set on the row (leases judged by the store's
- * clock), then claims attempt + 1 of the same period through the same lock-then-row path. A period
- * that has abandoned MAX_ABANDONED attempts is recorded failed instead: a job that crashes its node
- * must not crash the whole cluster node by node.
+ * The owed-work sweep, run by every node once a second (and by a `run-once` pass):
+ *
+ * 1. Takeover, whatever the job: a running attempt whose lease expired by the store's clock (its node
+ *    crashed, or paused past its lease) is ended `abandoned` by compare-and-set, and attempt n + 1 is
+ *    inserted `pending` in the same transaction (needing no job definition). When the job is defined
+ *    on no live node (removed), nothing more is owed.
+ * 2. Due pending attempts (retries, takeovers, interrupted runs) of the jobs this node has are
+ *    claimed by compare-and-set behind the same lock-then-row rule, and run. A pending attempt of a
+ *    job no live node defines is ended `abandoned`.
+ *
+ * A job is "defined on a live node" when this node has it, or when a node declared it in the jobs
+ * table within JOB_SEEN_TTL_MS (nodes re-declare their jobs every 30 s).
  */
 import { errorMessage } from '../errors.js';
 import type { Job } from '../jobs/types.js';
 import type { Logger } from '../log.js';
-import type { RunStore } from '../store/types.js';
+import type { JobStore, RunRecord, RunStore } from '../store/types.js';
 import type { PeriodResult, PeriodRunner } from './period.js';
 
-export const MAX_ABANDONED = 3;
+export const JOB_SEEN_TTL_MS = 5 * 60_000;
+/** A pending attempt of a job this node lacks is left to the nodes that have it for this long. */
+const FOREIGN_PENDING_GRACE_MS = 60_000;
+
+export interface SweepOptions {
+  /** Judge leases (false just after the store came back: live runs have not heartbeated yet). */
+  takeover?: boolean;
+  /** Run the attempts the claimed ones make owed, too (the run-once pass). */
+  followOwed?: boolean;
+}
 
 export class Takeover {
   constructor(
-    private readonly store: RunStore,
+    private readonly runs: RunStore,
+    private readonly jobStore: JobStore,
     private readonly runner: PeriodRunner,
+    private readonly nodeId: string,
     private readonly log: Logger,
   ) {}
 
   /**
-   * One sweep: declares stale attempts of the given jobs abandoned and starts their next attempts.
-   * Returns the takeover runs as promises (they run in the background).
+   * One sweep. Returns the runs it started (in the background). Throws when the store cannot be read.
    */
-  async sweep(jobs: Map<string, Job>, options: { restart?: boolean } = {}): Promise<Promise<PeriodResult>[]> {
+  async sweep(jobs: Map<string, Job>, options: SweepOptions = {}): Promise<Promise<PeriodResult>[]> {
     const started: Promise<PeriodResult>[] = [];
-    const stale = await this.store.staleRuns();
-    for (const run of stale) {
-      const job = jobs.get(run.job);
-      if (!job) continue; // a job this node does not know (another version's): leave it to the nodes that do
-      const attempts = await this.store.periodRuns(run.job, run.scheduledAt, run.shard);
-      const abandonedBefore = attempts.filter((a) => a.status === 'abandoned' && a.attempt < run.attempt).length;
-      const giveUp = abandonedBefore + 1 >= MAX_ABANDONED;
-      const status = giveUp ? 'failed' : 'abandoned';
-      const reason = giveUp
-        ? `abandoned ${abandonedBefore + 1} attempts (each node stopped heartbeating); no further takeover`
-        : `lease expired: node ${run.nodeId} stopped heartbeating`;
-      if (!(await this.store.abandonRun(run.id, status, reason))) continue;
-      const log = this.log.child({ job: run.job, periodKey: run.periodKey, attempt: run.attempt, deadNode: run.nodeId });
-      if (giveUp) {
-        log.error({ abandoned: abandonedBefore + 1 }, 'period failed: too many abandoned attempts');
+    if (options.takeover !== false) await this.takeOverStale(jobs);
+    for (const pending of await this.runs.duePending()) {
+      const job = jobs.get(pending.job);
+      if (job?.enabled) {
+        started.push(this.runner.runPending(job, pending, { followOwed: options.followOwed }));
         continue;
       }
-      if (options.restart === false) {
-        log.warn('attempt abandoned (lease expired)');
-        continue;
-      }
-      log.warn('attempt abandoned (lease expired): taking over with the next attempt');
-      started.push(this.runner.runPeriod(job, run.scheduledAt, run.trigger, { firstAttempt: run.attempt + 1, checkOverlap: false, lockWaitMs: job.lockTtlMs }));
+      await this.abandonForeignPending(pending, job ? 'disabled' : 'unknown');
     }
     return started;
   }
 
+  /** Ends the stale running attempts (any job), owing the next attempt where a live node defines the job. */
+  async takeOverStale(jobs: Map<string, Job>): Promise<void> {
+    for (const run of await this.runs.staleRuns()) {
+      const defined = jobs.has(run.job) || (await this.seenRecently(run.job));
+      const reason = `lease expired: node ${run.nodeId} stopped heartbeating${defined ? '' : '; the job is defined on no live node'}`;
+      const ended = await this.runs.takeOver(run, this.nodeId, reason, defined);
+      if (!ended) continue;
+      const log = this.log.child({ job: run.job, periodKey: run.periodKey, attempt: run.attempt, deadNode: run.nodeId });
+      if (ended.status === 'failed') log.error('period failed: too many attempts ended without an outcome');
+      else if (ended.next) log.warn({ nextAttempt: ended.next.attempt }, 'attempt abandoned (lease expired): the next attempt is owed');
+      else log.warn('attempt abandoned (lease expired); its job is defined on no live node, nothing more is owed');
+    }
+  }
+
+  /** A pending attempt of a job this node does not run: abandoned once no live node defines the job. */
+  private async abandonForeignPending(pending: RunRecord, why: 'unknown' | 'disabled'): Promise<void> {
+    const now = await this.runs.now();
+    if (now - (pending.runAt?.getTime() ?? 0) < FOREIGN_PENDING_GRACE_MS) return;
+    if (why === 'unknown' && (await this.seenRecently(pending.job, now))) return;
+    const reason = why === 'unknown' ? 'the job is defined on no live node' : 'the job is disabled';
+    if (await this.runs.abandonPending(pending.id, `owed attempt not run: ${reason}`)) {
+      this.log.warn({ job: pending.job, periodKey: pending.periodKey, attempt: pending.attempt }, `owed attempt abandoned: ${reason}`);
+    }
+  }
+
+  private async seenRecently(job: string, now?: number): Promise<boolean> {
+    const row = (await this.jobStore.get([job])).get(job);
+    if (!row) return false;
+    return (now ?? (await this.runs.now())) - row.seenAt < JOB_SEEN_TTL_MS;
+  }
+
   /** sweep() that logs instead of throwing; null when the store could not be read. */
-  async safeSweep(jobs: Map<string, Job>): Promise<Promise<PeriodResult>[] | null> {
+  async safeSweep(jobs: Map<string, Job>, options: SweepOptions = {}): Promise<Promise<PeriodResult>[] | null> {
     try {
-      return await this.sweep(jobs);
+      return await this.sweep(jobs, options);
     } catch (err) {
-      this.log.warn({ err: { message: errorMessage(err) } }, 'takeover sweep failed');
+      this.log.warn({ err: { message: errorMessage(err) } }, 'owed-work sweep failed');
       return null;
     }
   }

@@ -6,6 +6,7 @@
 import type { Knex } from 'knex';
 
 export const RUNS_TABLE = 'scheduler_runs';
+export const JOBS_TABLE = 'scheduler_jobs';
 export const MIGRATIONS_TABLE = 'scheduler_migrations';
 
 interface Migration {
@@ -46,6 +47,52 @@ const migrations: Migration[] = [
     },
     async down(knex) {
       await knex.schema.dropTableIfExists(RUNS_TABLE);
+    },
+  },
+  {
+    // Owed attempts live in the store (status 'pending', due at run_at by the store's clock); a jobs
+    // table anchors catch-up; indexes for every query at 10 million rows; job names compared byte-wise.
+    name: '0002_owed_work',
+    async up(knex) {
+      const mysql = knex.client.config.client === 'mysql2';
+      await knex.schema.alterTable(RUNS_TABLE, (t) => {
+        t.bigInteger('run_at').nullable(); // pending: due at this store-clock instant
+      });
+      if (mysql) {
+        // utf8mb4's default collations fold case and accents: 'Report' and 'report' would be one job.
+        await knex.raw('ALTER TABLE ?? MODIFY ?? VARCHAR(100) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL', [RUNS_TABLE, 'job']);
+      }
+      await knex.schema.alterTable(RUNS_TABLE, (t) => {
+        t.dropIndex(['job', 'status'], 'scheduler_runs_job_status');
+        t.dropIndex(['status'], 'scheduler_runs_status');
+        // history <job> [--status], the latest run of a job, live runs of a job
+        t.index(['job', 'started_at'], 'scheduler_runs_job_started');
+        t.index(['job', 'status', 'started_at'], 'scheduler_runs_job_status_started');
+        // the sweeps: due pending rows (status, run_at); running rows (a prefix of either)
+        t.index(['status', 'run_at'], 'scheduler_runs_status_run_at');
+        // history --status S
+        t.index(['status', 'started_at'], 'scheduler_runs_status_started');
+      });
+      await knex.schema.createTable(JOBS_TABLE, (t) => {
+        t.string('name', 100).notNullable().primary();
+        t.bigInteger('first_seen_at').notNullable(); // store clock
+        t.bigInteger('seen_at').notNullable(); // store clock: a node declared the job
+        // Every period of the job at or before this instant has a row: the catch-up anchor.
+        t.bigInteger('reconciled_through').nullable();
+      });
+      if (mysql) await knex.raw('ALTER TABLE ?? MODIFY ?? VARCHAR(100) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL', [JOBS_TABLE, 'name']);
+    },
+    async down(knex) {
+      await knex.schema.dropTableIfExists(JOBS_TABLE);
+      await knex.schema.alterTable(RUNS_TABLE, (t) => {
+        t.dropIndex(['job', 'started_at'], 'scheduler_runs_job_started');
+        t.dropIndex(['job', 'status', 'started_at'], 'scheduler_runs_job_status_started');
+        t.dropIndex(['status', 'run_at'], 'scheduler_runs_status_run_at');
+        t.dropIndex(['status', 'started_at'], 'scheduler_runs_status_started');
+        t.index(['job', 'status'], 'scheduler_runs_job_status');
+        t.index(['status'], 'scheduler_runs_status');
+        t.dropColumn('run_at');
+      });
     },
   },
 ];

@@ -9,11 +9,12 @@
  */
 import type { Trigger } from '../jobs/types.js';
 
-export type RunStatus = 'running' | 'succeeded' | 'failed' | 'timed_out' | 'abandoned' | 'skipped' | 'interrupted';
-export const FINAL_STATUSES: readonly RunStatus[] = ['succeeded', 'failed', 'timed_out', 'abandoned', 'skipped', 'interrupted'];
-export const RUN_STATUSES: readonly RunStatus[] = ['running', ...FINAL_STATUSES];
+export type RunStatus = 'pending' | 'running' | 'succeeded' | 'failed' | 'timed_out' | 'abandoned' | 'skipped' | 'interrupted';
+export type FinalStatus = Exclude<RunStatus, 'pending' | 'running'>;
+export const FINAL_STATUSES: readonly FinalStatus[] = ['succeeded', 'failed', 'timed_out', 'abandoned', 'skipped', 'interrupted'];
+export const RUN_STATUSES: readonly RunStatus[] = ['pending', 'running', ...FINAL_STATUSES];
 
-export type SkipReason = 'overlap' | 'coalesced' | 'paused';
+export type SkipReason = 'overlap' | 'coalesced' | 'missed' | 'paused';
 
 export interface RunRecord {
   id: string;
@@ -27,8 +28,12 @@ export interface RunRecord {
   status: RunStatus;
   /** Why a run was skipped or abandoned. */
   reason: string | null;
+  /** The node that runs (or ran) the attempt; for a pending attempt, the node that made it owed. */
   nodeId: string;
+  /** When the attempt was claimed (store clock); for a pending attempt, when it was made owed. */
   startedAt: Date;
+  /** A pending attempt is due at this instant (store clock); null otherwise. */
+  runAt: Date | null;
   finishedAt: Date | null;
   durationMs: number | null;
   heartbeatAt: Date | null;
@@ -59,7 +64,7 @@ export interface SkippedRun {
 }
 
 export interface RunOutcome {
-  status: Exclude<RunStatus, 'running'>;
+  status: FinalStatus;
   result?: unknown;
   error?: string | null;
   errorStack?: string | null;
@@ -74,27 +79,70 @@ export interface HistoryQuery {
 
 export type InsertResult = { outcome: 'inserted'; run: RunRecord } | { outcome: 'duplicate' };
 
+/** What a job's definition says about further attempts after a failure. */
+export interface RetryPolicy {
+  retries: number;
+  retryDelayMs: number;
+}
+
+/** How an attempt ended, as written: its status (the cap may turn it into 'failed') and the attempt now owed, if any. */
+export interface EndResult {
+  /** False when the attempt was no longer this node's (or no longer stale): nothing was written. */
+  written: boolean;
+  status: FinalStatus;
+  /** The pending attempt inserted in the same transaction. */
+  next: RunRecord | null;
+}
+
+export interface PeriodRange {
+  job: string;
+  /** Inclusive bounds, epoch ms. */
+  fromMs: number;
+  toMs: number;
+}
+
 export interface RunStore {
   readonly kind: 'sqlite' | 'mysql' | 'postgres';
   /** Creates or upgrades the tables; safe when several nodes call it at once. */
   migrate(): Promise<void>;
   /** Claims a period's attempt: 'duplicate' when another node (or an earlier call) has it. */
   insertRun(run: NewRun): Promise<InsertResult>;
-  /** Records skipped periods; rows that already exist are left as they are. Returns how many were offered. */
+  /** Records skipped periods; rows that already exist are left as they are. Returns how many were inserted. */
   insertSkipped(runs: SkippedRun[]): Promise<number>;
   /**
    * Final write of an attempt, conditional on it still being this node's running attempt.
    * False means the attempt is no longer ours (taken over, or already finished): nothing was written.
    */
   finishRun(runId: string, nodeId: string, outcome: RunOutcome): Promise<boolean>;
+  /**
+   * Ends a running attempt of this node, in one transaction with what is owed next: a failure with
+   * retries left inserts attempt n + 1 'pending' at now + backoff; an attempt that ended without an
+   * outcome of its own (abandoned, interrupted) inserts it at once, up to MAX_UNFINISHED (then the
+   * period is recorded 'failed'). `policy` null: no retries (the job is unknown).
+   */
+  endAttempt(run: RunRecord, nodeId: string, outcome: RunOutcome, policy: RetryPolicy | null): Promise<EndResult>;
+  /**
+   * Takeover, needing no job definition: compare-and-set of a running attempt whose lease expired
+   * (store clock) to 'abandoned' and, when `owe`, attempt n + 1 'pending' at once, in one transaction.
+   * Null when the attempt heartbeated again, finished, or another node got there first.
+   */
+  takeOver(run: RunRecord, nodeId: string, reason: string, owe: boolean): Promise<EndResult | null>;
+  /** Pending attempts due now (store clock), the longest due first. */
+  duePending(limit?: number): Promise<RunRecord[]>;
+  /** Compare-and-set of a due pending attempt to running, for this node; null when another node has it. */
+  claimPending(runId: string, nodeId: string, leaseMs: number): Promise<RunRecord | null>;
+  /** Gives a just-claimed attempt back (it must wait, e.g. for overlap): running -> pending, due again at once. */
+  releasePending(runId: string, nodeId: string): Promise<boolean>;
+  /** Ends a pending attempt nobody can run (its job is defined on no live node). */
+  abandonPending(runId: string, reason: string): Promise<boolean>;
   /** Refreshes the heartbeat (store clock) of a running attempt; false when it is no longer ours. */
   heartbeat(runId: string, nodeId: string): Promise<boolean>;
   /** Every attempt of one period, oldest first. */
   periodRuns(job: string, scheduledAt: Date, shard?: number): Promise<RunRecord[]>;
   /** The job's runs with status 'running' whose heartbeat is younger than their lease (store clock). */
   liveRuns(job: string): Promise<RunRecord[]>;
-  /** Running attempts whose heartbeat is older than their lease, by the store's clock. */
-  staleRuns(): Promise<RunRecord[]>;
+  /** Running attempts whose heartbeat is older than their lease, by the store's clock, the stalest first. */
+  staleRuns(limit?: number): Promise<RunRecord[]>;
   /**
    * Compare-and-set: ends a running attempt whose lease has expired (by the store's clock) with
    * `status` ('abandoned', or 'failed' when the period has abandoned too many attempts). True for
@@ -103,10 +151,33 @@ export interface RunStore {
   abandonRun(runId: string, status: 'abandoned' | 'failed', reason: string): Promise<boolean>;
   /** Period instants (epoch ms) of the job that have any row, in [fromMs, toMs]. */
   periodsWithRows(job: string, fromMs: number, toMs: number): Promise<Set<number>>;
+  /** periodsWithRows for many ranges in one statement: job -> instants with a row. */
+  rowsInRanges(ranges: PeriodRange[]): Promise<Map<string, Set<number>>>;
+  /** The latest period instant of the job that has a row, or null. */
+  latestPeriod(job: string): Promise<number | null>;
   /** The latest run of each job named (by start). */
   lastRuns(jobs: string[]): Promise<Map<string, RunRecord>>;
   history(query: HistoryQuery): Promise<RunRecord[]>;
   /** The store's clock, epoch ms. */
   now(): Promise<number>;
   close(): Promise<void>;
+}
+
+/** A job as the cluster knows it (the `scheduler_jobs` table). */
+export interface JobRecord {
+  name: string;
+  /** Store clock, epoch ms. */
+  firstSeenAt: number;
+  /** Store clock: the last time a node declared the job. */
+  seenAt: number;
+  /** Every period of the job at or before this instant has a row (epoch ms); the catch-up anchor. */
+  reconciledThrough: number | null;
+}
+
+export interface JobStore {
+  get(names: string[]): Promise<Map<string, JobRecord>>;
+  /** Inserts jobs not in the table yet (others are left as they are), then marks every named one seen. */
+  declare(jobs: Array<{ name: string; reconciledThrough: number | null }>): Promise<Map<string, JobRecord>>;
+  /** Moves reconciled_through forward (never back) and marks the jobs seen. */
+  advance(through: Map<string, number>): Promise<void>;
 }

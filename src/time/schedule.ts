@@ -76,6 +76,17 @@ export function periodsBetween(schedule: Schedule, fromExclusive: Date, toInclus
   return out.reverse();
 }
 
+/** Periods in (fromExclusive, toInclusive], oldest first, at most `limit` of them (the oldest ones are kept). */
+export function periodsAfter(schedule: Schedule, fromExclusive: Date, toInclusive: Date, limit: number): Date[] {
+  const out: Date[] = [];
+  let cursor = nextPeriodAfter(schedule, fromExclusive);
+  while (cursor && cursor.getTime() <= toInclusive.getTime() && out.length < limit) {
+    out.push(cursor);
+    cursor = nextPeriodAfter(schedule, cursor);
+  }
+  return out;
+}
+
 export function isPeriod(schedule: Schedule, instant: Date): boolean {
   return latestPeriodAtOrBefore(schedule, instant)?.getTime() === instant.getTime();
 }

@@ -16,7 +16,7 @@ import { NoLockProvider } from '../../src/claim/no-lock.js';
 import { RedlockProvider } from '../../src/claim/redlock-provider.js';
 import type { StoreConfig } from '../../src/config/config.js';
 import type { Job } from '../../src/jobs/types.js';
-import { KnexRunStore } from '../../src/store/knex-store.js';
+import { KnexRunStore } from '../../src/store/runs.js';
 import type { RunStore } from '../../src/store/types.js';
 import { compileSchedule, periodKey } from '../../src/time/schedule.js';
 import { createMariaDb } from '../helpers/databases.js';
@@ -140,8 +140,8 @@ function describeClaims(backend: Backend): void {
       return p;
     }
 
-    const claimOf = (job: Job, at: Date, attempt = 1, checkOverlap = false) =>
-      ({ job, scheduledAt: at, trigger: 'schedule' as const, attempt, checkOverlap });
+    const claimOf = (job: Job, at: Date, attempt = 1, overlap = false) =>
+      ({ job, scheduledAt: at, trigger: 'schedule' as const, attempt, checkOverlap: overlap ? 'tick' as const : 'none' as const });
 
     function won(r: ClaimResult): Extract<ClaimResult, { outcome: 'won' }> {
       if (r.outcome !== 'won') throw new Error(`expected 'won', got '${r.outcome}'`);

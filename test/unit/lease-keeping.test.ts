@@ -11,7 +11,7 @@ import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Job } from '../../src/jobs/types.js';
 import { Executor } from '../../src/run/execute.js';
-import { KnexRunStore } from '../../src/store/knex-store.js';
+import { KnexRunStore } from '../../src/store/runs.js';
 import type { RunStore } from '../../src/store/types.js';
 
 const LOCK_TTL_MS = 3000; // beats every 1000 ms

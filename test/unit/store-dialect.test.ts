@@ -1,6 +1,6 @@
 /** Which MySQL-family servers get INSERT ... RETURNING (one round trip on the claim path). */
 import { describe, expect, it } from 'vitest';
-import { mariaDbWithReturning } from '../../src/store/knex-store.js';
+import { mariaDbWithReturning } from '../../src/store/dialect/mysql.js';
 
 describe('mariaDbWithReturning', () => {
   it.each([

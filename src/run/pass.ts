@@ -1,0 +1,109 @@
+/**
+ * `run-once` as machinery, in one place for the real pass and its --dry-run: a scheduling pass (owed
+ * attempts first, then the reconciler's selection of periods up to now), and the rules of a manual
+ * run (`run-once <job>`, `run-once <job> --period <ISO>`).
+ */
+import { RefusedError, SchedulerError } from '../errors.js';
+import type { Job } from '../jobs/types.js';
+import type { Runtime } from '../runtime.js';
+import type { RunRecord, RunStore } from '../store/types.js';
+import { isPeriod, latestPeriodAtOrBefore, nextPeriodAfter, periodKey } from '../time/schedule.js';
+import type { AttemptResult, Executor } from './execute.js';
+import type { PeriodResult } from './period.js';
+import { previewReconcile } from './reconcile.js';
+
+/**
+ * One scheduling pass: stale attempts are taken over and due pending attempts run (as a daemon's
+ * sweep would), then the periods up to now with no row are run or recorded (the reconciler's rules:
+ * catchUp, coalesce, missed). The pass waits for the retries its runs make owed. Never throws for a
+ * run; throws when the store cannot be read.
+ */
+export async function runPass(rt: Runtime, jobs: Job[]): Promise<PeriodResult[]> {
+  const byName = new Map(jobs.map((j) => [j.name, j]));
+  const owed = await rt.takeover.sweep(byName, { followOwed: true });
+  const now = new Date();
+  await rt.reconciler.declare(jobs, now, 'catch-up');
+  const reconciled = await rt.reconciler.reconcile(jobs, { upTo: now, now, followOwed: true });
+  const results = [...(await Promise.all(owed)), ...(await Promise.all(reconciled.ran)).flat()];
+  await rt.reconciler.flush(true);
+  return results;
+}
+
+/** --dry-run of the pass: the same selection, bodies run with ctx.dryRun, nothing written. */
+export async function dryRunPass(rt: Pick<Runtime, 'store' | 'jobStore'>, executor: Executor, jobs: Job[]): Promise<AttemptResult[]> {
+  const now = new Date();
+  const out: AttemptResult[] = [];
+  const byName = new Map(jobs.map((j) => [j.name, j]));
+  for (const pending of await rt.store.duePending()) {
+    const job = byName.get(pending.job);
+    if (job) out.push(await executor.dryRun(job, pending.scheduledAt, pending.trigger, pending.attempt));
+  }
+  const plans = await previewReconcile(rt.store, rt.jobStore, jobs, { upTo: now, now, fresh: 'catch-up' });
+  for (const job of jobs) {
+    for (const p of plans.get(job.name)?.run ?? []) out.push(await executor.dryRun(job, p, 'catch-up'));
+  }
+  return out;
+}
+
+/** A --period instant: an ISO instant that is a period of the job, not later than now. */
+export function parsePeriod(job: Job, text: string, now = new Date()): Date {
+  const instant = new Date(text);
+  if (!/^\d{4}-\d{2}-\d{2}T/.test(text) || Number.isNaN(instant.getTime())) {
+    throw new SchedulerError('E_USAGE', `invalid --period ${text}: expected an ISO-8601 instant such as 2026-11-30T18:00:00.000Z`);
+  }
+  if (!isPeriod(job.schedule, instant)) {
+    const before = latestPeriodAtOrBefore(job.schedule, instant);
+    const after = nextPeriodAfter(job.schedule, instant);
+    throw new SchedulerError('E_NOT_A_PERIOD',
+      `--period ${instant.toISOString()} is not a period of job '${job.name}' (${job.schedule.expression}, ${job.timezone}); nearest periods: before ${before?.toISOString() ?? 'none'}, after ${after?.toISOString() ?? 'none'}`);
+  }
+  if (instant.getTime() > now.getTime()) {
+    // Run now, it would take the real period's row: the period would then never run at its time.
+    const latest = latestPeriodAtOrBefore(job.schedule, now);
+    const next = nextPeriodAfter(job.schedule, now);
+    throw new SchedulerError('E_USAGE',
+      `--period ${instant.toISOString()} of job '${job.name}' is later than now; its next period is due at ${next?.toISOString() ?? 'never'}${latest ? ` (the latest past one is ${latest.toISOString()})` : ''}`);
+  }
+  return instant;
+}
+
+async function refuseIfInFlight(store: RunStore, job: Job): Promise<void> {
+  if (job.overlap !== 'skip') return;
+  const live = await store.liveRuns(job.name);
+  if (live.length > 0) {
+    const r = live[0]!;
+    throw new RefusedError(`job '${job.name}' has a run in flight (${r.periodKey}, attempt ${r.attempt}, node ${r.nodeId}) and its overlap is 'skip'`);
+  }
+}
+
+/**
+ * The attempt a manual run of `period` takes: 1 when the period has no row; the next one when its
+ * last attempt failed, timed out, was abandoned or interrupted (or succeeded, with `force`).
+ * Refused while an attempt is in flight or owed, and after success without `force`.
+ */
+export function manualAttempt(runs: RunRecord[], force: boolean): number {
+  const last = runs[runs.length - 1];
+  if (last?.status === 'running') throw new RefusedError(`period ${last.periodKey} is in flight (attempt ${last.attempt}, node ${last.nodeId})`);
+  if (last?.status === 'pending') {
+    throw new RefusedError(`period ${last.periodKey} has attempt ${last.attempt} owed (pending, due ${last.runAt?.toISOString() ?? 'now'}); a node runs it`);
+  }
+  if (last?.status === 'succeeded' && !force) throw new RefusedError(`period ${last.periodKey} already succeeded (attempt ${last.attempt}); use --force to run it again`);
+  return (last?.attempt ?? 0) + 1;
+}
+
+/** `run-once <job>` (now, as a manual run) or `run-once <job> --period <ISO>`. Refusals throw RefusedError. */
+export async function runManual(rt: Runtime, job: Job, period: Date | undefined, force: boolean): Promise<AttemptResult[]> {
+  const scheduledAt = period ?? new Date();
+  let attempt = 1;
+  if (period) {
+    // An attempt of a dead node is declared abandoned first (its lease expired), so it does not block.
+    await rt.takeover.takeOverStale(new Map([[job.name, job]]));
+    attempt = manualAttempt(await rt.store.periodRuns(job.name, period), force);
+  } else {
+    await refuseIfInFlight(rt.store, job);
+  }
+  const result = await rt.runner.runPeriod(job, scheduledAt, 'manual', { attempt, checkOverlap: 'none', followOwed: true });
+  if (result.claim === 'error') throw new SchedulerError('E_STORE_UNAVAILABLE', result.error ?? 'claim failed');
+  if (result.attempts.length === 0) throw new RefusedError(`period ${periodKey(job.name, scheduledAt)} was claimed by another node at the same moment`);
+  return result.attempts;
+}

@@ -1,0 +1,279 @@
+/**
+ * The reconciling sweep: the store, not a process's memory, says which periods are owed. Every job
+ * has an anchor in the jobs table (`reconciled_through`: every period at or before it has a row).
+ * Each sweep looks only at the periods after the anchor and up to a little before now, so its cost
+ * follows the number of new periods, never the number of rows in the table:
+ *
+ * - a period with no row that is no older than `catchUp` is claimed and run (`catch-up`); with
+ *   `coalesce`, only the latest is, and the others are recorded `skipped` (`coalesced`);
+ * - a period with no row older than `catchUp` is recorded `skipped` (`missed`), once across the
+ *   cluster (the unique key), and counted;
+ * - the anchor then moves up to the first period still without a row.
+ *
+ * That covers the periods nobody claimed while every node was down, those whose claim failed on the
+ * store, and those whose lock winner died between its lock and its INSERT.
+ */
+import { errorMessage } from '../errors.js';
+import type { Job, Trigger } from '../jobs/types.js';
+import type { Logger } from '../log.js';
+import type { JobStore, PeriodRange, RunStore, SkipReason } from '../store/types.js';
+import { latestPeriodAtOrBefore, periodKey, periodsAfter, periodsBetween } from '../time/schedule.js';
+import type { PeriodResult, PeriodRunner } from './period.js';
+
+/** At most this many periods older than catchUp are recorded per job and sweep (a long outage takes several sweeps). */
+export const MISSED_PER_SWEEP = 2000;
+/** How often a node writes its anchors (and that it still has its jobs) to the jobs table. */
+const FLUSH_EVERY_MS = 30_000;
+
+export interface ReconcileWindow {
+  /** Periods after this instant (the anchor) are looked at. */
+  fromExclusive: number;
+  /** ...up to this one (inclusive). */
+  upTo: number;
+  /** Periods older than now - catchUp are missed. */
+  now: number;
+}
+
+export interface ReconcilePlan {
+  /** Older than catchUp, no row: recorded skipped ('missed'). */
+  missed: Date[];
+  /** No row, superseded by a later period (coalesce): recorded skipped ('coalesced'). */
+  coalesced: Date[];
+  /** No row, within catchUp: claimed and run, oldest first. */
+  run: Date[];
+  /** The anchor once the records above are written: every period at or before it has a row. */
+  through: number;
+}
+
+/** The periods a sweep looks at: the ranges to read rows for. */
+export function periodsToCheck(job: Job, w: ReconcileWindow): { old: Date[]; recent: Date[]; truncated: boolean } {
+  const missedBound = w.now - job.catchUpMs - 1;
+  const old = w.fromExclusive < missedBound
+    ? periodsAfter(job.schedule, new Date(w.fromExclusive), new Date(Math.min(missedBound, w.upTo)), MISSED_PER_SWEEP + 1)
+    : [];
+  const truncated = old.length > MISSED_PER_SWEEP;
+  if (truncated) old.length = MISSED_PER_SWEEP;
+  const recentFrom = Math.max(w.fromExclusive, missedBound);
+  const recent = w.upTo > recentFrom ? periodsBetween(job.schedule, new Date(recentFrom), new Date(w.upTo)) : [];
+  return { old, recent, truncated };
+}
+
+export function rangesOf(job: string, periods: { old: Date[]; recent: Date[] }): PeriodRange[] {
+  return [periods.old, periods.recent].filter((p) => p.length > 0).map((p) => ({ job, fromMs: p[0]!.getTime(), toMs: p[p.length - 1]!.getTime() }));
+}
+
+/** Pure: what to record and run, given which periods have rows. */
+export function planReconcile(job: Job, w: ReconcileWindow, periods: { old: Date[]; recent: Date[]; truncated: boolean }, withRows: Set<number>): ReconcilePlan {
+  const has = (p: Date) => withRows.has(p.getTime());
+  const missed = periods.old.filter((p) => !has(p));
+  const missing = periods.recent.filter((p) => !has(p));
+  let run: Date[] = missing;
+  let coalesced: Date[] = [];
+  if (job.coalesce && missing.length > 0) {
+    const latest = periods.recent[periods.recent.length - 1]!;
+    // Run only the latest missed period; when a later period has a row already, none.
+    run = has(latest) ? [] : [latest];
+    coalesced = missing.filter((p) => p !== latest);
+  }
+  const recorded = new Set([...missed, ...coalesced].map((p) => p.getTime()));
+  let through = w.fromExclusive;
+  let complete = true;
+  for (const p of [...periods.old, ...periods.recent]) {
+    if (!has(p) && !recorded.has(p.getTime())) {
+      complete = false;
+      break;
+    }
+    through = p.getTime();
+  }
+  if (periods.truncated) through = periods.old[periods.old.length - 1]!.getTime();
+  else if (complete) through = Math.max(through, w.upTo);
+  return { missed, coalesced, run, through };
+}
+
+/**
+ * The anchors of the jobs, read only: a job the cluster has never seen starts with its next period,
+ * as a new Kubernetes CronJob does (`fresh: 'next'`, the daemon), or with the periods within its
+ * catchUp (`fresh: 'catch-up'`, a run-once pass). A job with rows from before the jobs table existed
+ * is anchored at its latest period.
+ */
+export async function anchors(runs: RunStore, jobStore: JobStore, jobs: Job[], now: Date, fresh: 'next' | 'catch-up'): Promise<Map<string, { through: number; known: boolean }>> {
+  const known = await jobStore.get(jobs.map((j) => j.name));
+  const out = new Map<string, { through: number; known: boolean }>();
+  await Promise.all(jobs.map(async (job) => {
+    const through = known.get(job.name)?.reconciledThrough;
+    if (through !== null && through !== undefined) {
+      out.set(job.name, { through, known: true });
+      return;
+    }
+    const latest = await runs.latestPeriod(job.name);
+    const anchor = latest !== null ? Math.min(latest, now.getTime())
+      : fresh === 'next' ? (latestPeriodAtOrBefore(job.schedule, now)?.getTime() ?? now.getTime())
+        : now.getTime() - job.catchUpMs - 1;
+    out.set(job.name, { through: anchor, known: false });
+  }));
+  return out;
+}
+
+/**
+ * What a sweep would do now, without writing anything (`run-once --dry-run`): the periods it would
+ * run, record missed and coalesced.
+ */
+export async function previewReconcile(runs: RunStore, jobStore: JobStore, jobs: Job[], options: { upTo: Date; now: Date; fresh: 'next' | 'catch-up' }): Promise<Map<string, ReconcilePlan>> {
+  const from = await anchors(runs, jobStore, jobs, options.now, options.fresh);
+  const work = jobs.map((job) => {
+    const w: ReconcileWindow = { fromExclusive: from.get(job.name)!.through, upTo: options.upTo.getTime(), now: options.now.getTime() };
+    return { job, w, periods: periodsToCheck(job, w) };
+  });
+  const rows = await runs.rowsInRanges(work.flatMap(({ job, periods }) => rangesOf(job.name, periods)));
+  return new Map(work.map(({ job, w, periods }) => [job.name, planReconcile(job, w, periods, rows.get(job.name) ?? new Set())]));
+}
+
+export interface ReconcileOptions {
+  /** Look at periods up to this instant (inclusive). */
+  upTo: Date;
+  now: Date;
+  /** Trigger of the latest period when it is due now (a late tick): 'schedule'; otherwise 'catch-up'. */
+  latestTrigger?: Trigger;
+  /** Run the attempts the claimed periods make owed, too (the run-once pass). */
+  followOwed?: boolean;
+}
+
+export interface ReconcileResult {
+  /** One promise per job with periods to run: their results, oldest first. */
+  ran: Promise<PeriodResult[]>[];
+  missed: number;
+  coalesced: number;
+}
+
+export class Reconciler {
+  /** Per job: every period at or before this instant has a row (this node's view; the table's is a lower bound). */
+  private readonly through = new Map<string, number>();
+  private lastFlush = 0;
+  private dirty = false;
+  /** Periods recorded missed by this node (each counted by one node only). */
+  missedPeriods = 0;
+  /** Jobs whose catch-up runs this node is going through now: not dispatched again meanwhile. */
+  private readonly catchingUp = new Set<string>();
+
+  constructor(
+    private readonly runs: RunStore,
+    private readonly jobs: JobStore,
+    private readonly runner: PeriodRunner,
+    private readonly nodeId: string,
+    private readonly log: Logger,
+  ) {}
+
+  /** Declares the jobs in the jobs table (new ones with their anchors) and takes up their anchors. */
+  async declare(jobs: Job[], now: Date, fresh: 'next' | 'catch-up'): Promise<void> {
+    if (jobs.length === 0) return;
+    const from = await anchors(this.runs, this.jobs, jobs, now, fresh);
+    const rows = await this.jobs.declare(jobs.map((j) => ({ name: j.name, reconciledThrough: from.get(j.name)!.through })));
+    for (const job of jobs) {
+      const through = rows.get(job.name)?.reconciledThrough ?? from.get(job.name)!.through;
+      this.through.set(job.name, Math.max(through, this.through.get(job.name) ?? -Infinity));
+    }
+    this.lastFlush = Date.now();
+  }
+
+  anchor(job: string): number | undefined {
+    return this.through.get(job);
+  }
+
+  /**
+   * One sweep over `jobs` (declared before): records what is missed or coalesced, starts the runs of
+   * periods owed (in the background: their promises are returned), and moves the anchors.
+   */
+  async reconcile(jobs: Job[], options: ReconcileOptions): Promise<ReconcileResult> {
+    const out: ReconcileResult = { ran: [], missed: 0, coalesced: 0 };
+    const now = options.now.getTime();
+    const upTo = options.upTo.getTime();
+    const work = jobs.flatMap((job) => {
+      const from = this.through.get(job.name);
+      if (from === undefined || from >= upTo || this.catchingUp.has(job.name)) return [];
+      const w: ReconcileWindow = { fromExclusive: from, upTo, now };
+      const periods = periodsToCheck(job, w);
+      if (periods.old.length === 0 && periods.recent.length === 0) {
+        this.setThrough(job.name, upTo);
+        return [];
+      }
+      return [{ job, w, periods }];
+    });
+    if (work.length === 0) return out;
+    const rows = await this.runs.rowsInRanges(work.flatMap(({ job, periods }) => rangesOf(job.name, periods)));
+    for (const { job, w, periods } of work) {
+      const plan = planReconcile(job, w, periods, rows.get(job.name) ?? new Set());
+      try {
+        if (plan.missed.length > 0) {
+          const n = await this.record(job, plan.missed, 'missed');
+          out.missed += n;
+          this.missedPeriods += n;
+          if (n > 0) {
+            this.log.warn({
+              job: job.name, missed: n, first: plan.missed[0]!.toISOString(), last: plan.missed[plan.missed.length - 1]!.toISOString(), catchUpMs: job.catchUpMs,
+            }, 'periods older than catchUp were run by no node: recorded skipped (missed)');
+          }
+        }
+        if (plan.coalesced.length > 0) {
+          const n = await this.record(job, plan.coalesced, 'coalesced');
+          out.coalesced += n;
+          if (n > 0) this.log.info({ job: job.name, coalesced: n, from: plan.coalesced[0]!.toISOString(), to: plan.coalesced[plan.coalesced.length - 1]!.toISOString() }, 'missed periods coalesced into the latest');
+        }
+      } catch (err) {
+        this.log.warn({ job: job.name, err: { message: errorMessage(err) } }, 'could not record skipped periods; the next sweep tries again');
+        continue;
+      }
+      this.setThrough(job.name, plan.through);
+      if (plan.run.length > 0) out.ran.push(this.runInOrder(job, plan.run, upTo, options));
+    }
+    return out;
+  }
+
+  /**
+   * Periods of one job run one after the other (oldest first), as catch-up. A period that must wait
+   * for another period's live run (overlap 'skip') ends the chain; the next sweep finds it again.
+   */
+  private async runInOrder(job: Job, periods: Date[], upTo: number, options: ReconcileOptions): Promise<PeriodResult[]> {
+    this.catchingUp.add(job.name);
+    const results: PeriodResult[] = [];
+    const latestDue = latestPeriodAtOrBefore(job.schedule, new Date(upTo))?.getTime();
+    try {
+      for (const p of periods) {
+        const trigger = p.getTime() === latestDue && options.latestTrigger ? options.latestTrigger : 'catch-up';
+        const r = await this.runner.runPeriod(job, p, trigger, { followOwed: options.followOwed });
+        results.push(r);
+        if (r.claim === 'blocked-overlap' || r.claim === 'in-hand' || r.claim === 'error' || r.claim === 'stopped') break;
+      }
+    } finally {
+      this.catchingUp.delete(job.name);
+    }
+    return results;
+  }
+
+  private async record(job: Job, periods: Date[], reason: SkipReason): Promise<number> {
+    return this.runs.insertSkipped(periods.map((p) => ({
+      job: job.name, scheduledAt: p, periodKey: periodKey(job.name, p), trigger: 'catch-up' as const, nodeId: this.nodeId, reason,
+    })));
+  }
+
+  private setThrough(job: string, through: number): void {
+    if (through > (this.through.get(job) ?? -Infinity)) {
+      this.through.set(job, through);
+      this.dirty = true;
+    }
+  }
+
+  /**
+   * Writes this node's anchors to the jobs table (never moving one back), which also marks its jobs
+   * as still defined on a live node. At most every FLUSH_EVERY_MS unless forced.
+   */
+  async flush(force = false): Promise<void> {
+    if (!force && Date.now() - this.lastFlush < FLUSH_EVERY_MS) return;
+    this.lastFlush = Date.now();
+    this.dirty = false;
+    await this.jobs.advance(new Map(this.through));
+  }
+
+  get hasUnflushed(): boolean {
+    return this.dirty;
+  }
+}

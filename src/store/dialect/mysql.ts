@@ -1,0 +1,134 @@
+/** MySQL 8 and MariaDB 10.6+ through mysql2. */
+import type { Knex } from 'knex';
+import type { StoreConfig } from '../../config/config.js';
+import { QUIET_KNEX_LOG, isSocketError, sessionLocks, type Dialect, type ErrorClass, type RowValues } from './types.js';
+
+/** MariaDB 10.5 and later know INSERT ... RETURNING (MySQL does not): e.g. '10.11.19-MariaDB-0+deb12u1'. */
+export function mariaDbWithReturning(version: string): boolean {
+  const m = /^(\d+)\.(\d+)\./.exec(version);
+  if (!m || !/mariadb/i.test(version)) return false;
+  const [major, minor] = [Number(m[1]), Number(m[2])];
+  return major > 10 || (major === 10 && minor >= 5);
+}
+
+// errno values: https://mariadb.com/kb/en/mariadb-error-codes/ and MySQL's server error reference.
+const TRANSIENT = new Set([
+  1205, // ER_LOCK_WAIT_TIMEOUT
+  1213, // ER_LOCK_DEADLOCK
+  1290, // ER_OPTION_PREVENTS_STATEMENT (--read-only, e.g. a demoted primary during a failover)
+  1792, // ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION
+  1836, // ER_READ_ONLY_MODE
+  1317, // ER_QUERY_INTERRUPTED
+  1969, // ER_STATEMENT_TIMEOUT (MariaDB max_statement_time)
+  3024, // ER_QUERY_TIMEOUT (MySQL max_execution_time)
+]);
+const UNAVAILABLE = new Set([1040, 1045, 1049, 1053, 1927, 2002, 2003, 2006, 2013, 1152, 1158, 1159, 1160, 1161]);
+const PRIVILEGE = new Set([1142, 1143, 1044, 1227, 1370]);
+const UNAVAILABLE_CODES = new Set(['PROTOCOL_CONNECTION_LOST', 'PROTOCOL_SEQUENCE_TIMEOUT', 'ER_CON_COUNT_ERROR', 'ER_ACCESS_DENIED_ERROR', 'ER_BAD_DB_ERROR', 'ER_SERVER_SHUTDOWN']);
+
+/** The lock name: per database, so that schedulers of different databases do not wait for each other (64 characters at most). */
+const LOCK_NAME = "LEFT(CONCAT('scheduler:', ?, ':', DATABASE()), 64)";
+
+async function tryLock(knex: Knex, conn: unknown, name: string): Promise<boolean> {
+  const [rows] = (await knex.raw(`SELECT GET_LOCK(${LOCK_NAME}, 0) AS got`, [name]).connection(conn)) as unknown as [Array<{ got: number | null }>];
+  return Number(rows[0]?.got) === 1;
+}
+
+async function unlock(knex: Knex, conn: unknown, name: string): Promise<void> {
+  await knex.raw(`SELECT RELEASE_LOCK(${LOCK_NAME})`, [name]).connection(conn);
+}
+
+async function insertOne(db: Knex | Knex.Transaction, table: string, row: RowValues, withReturning: boolean): Promise<Record<string, unknown> | null> {
+  try {
+    if (withReturning) {
+      // MariaDB has INSERT ... RETURNING; knex's MySQL dialect does not emit it.
+      const q = db(table).insert(row).toSQL().toNative();
+      const [rows] = (await db.raw(`${q.sql} returning *`, q.bindings as Knex.RawBinding[])) as unknown as [Record<string, unknown>[]];
+      return rows[0] ?? null;
+    }
+    // MySQL: no RETURNING. The insert and the read of its id go over one connection (a transaction),
+    // so the row read back is the one this statement wrote.
+    const read = async (trx: Knex.Transaction) => {
+      const [id] = await trx(table).insert(row);
+      return (await trx(table).where({ id }).first()) as Record<string, unknown>;
+    };
+    return 'commit' in db ? await read(db as Knex.Transaction) : await (db as Knex).transaction(read);
+  } catch (err) {
+    if (classifyMysql(err) === 'duplicate') return null;
+    throw err;
+  }
+}
+
+export function classifyMysql(err: unknown): ErrorClass {
+  const e = err as { code?: string; errno?: number; fatal?: boolean } | undefined;
+  const errno = Number(e?.errno ?? 0);
+  if (e?.code === 'ER_DUP_ENTRY' || errno === 1062) return 'duplicate';
+  if (TRANSIENT.has(errno)) return 'transient';
+  if (PRIVILEGE.has(errno)) return 'privilege';
+  if (UNAVAILABLE.has(errno) || UNAVAILABLE_CODES.has(e?.code ?? '') || e?.fatal === true || isSocketError(err)) return 'unavailable';
+  return 'data';
+}
+
+/** A dialect per store: what the server supports is read at connection. */
+export function mysqlDialect(): Dialect {
+  let withReturning = false;
+  return {
+    kind: 'mysql',
+
+    knexConfig(config: StoreConfig): Knex.Config {
+      return {
+        log: QUIET_KNEX_LOG,
+        client: 'mysql2',
+        connection: { uri: config.url, timezone: 'Z', connectTimeout: 5000, supportBigNumbers: true, bigNumberStrings: false } as Knex.MySql2ConnectionConfig & { uri: string },
+        pool: {
+          min: 0, max: 4,
+          // A UTC session, whatever the server's zone: DATETIME conversions never step at a DST change.
+          // (The clock expression below does not depend on it either.)
+          afterCreate: (conn: { query(sql: string, cb: (err: Error | null) => void): void }, done: (err: Error | null, c: unknown) => void) => {
+            conn.query("SET time_zone = '+00:00'", (err) => done(err, conn));
+          },
+        },
+        acquireConnectionTimeout: 10_000,
+      };
+    },
+
+    async init(knex) {
+      const [rows] = (await knex.raw('select version() as version')) as unknown as [Array<{ version: string }>];
+      withReturning = mariaDbWithReturning(String(rows[0]?.version ?? ''));
+    },
+
+    // UTC_TIMESTAMP is UTC whatever the session or server zone (ShedLock's choice);
+    // UNIX_TIMESTAMP(CURRENT_TIMESTAMP) converts through the session zone and steps by an hour at a fall-back.
+    nowMs: "CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000 AS SIGNED)",
+    bigint: 'SIGNED',
+
+    async insertClaims(db, table, rows) {
+      // One statement per row: a multi-row INSERT fails whole on one duplicate, and MySQL's
+      // INSERT IGNORE would turn every other error into a warning.
+      const out: Record<string, unknown>[] = [];
+      for (const row of rows) {
+        const stored = await insertOne(db, table, row, withReturning);
+        if (stored) out.push(stored);
+      }
+      return out;
+    },
+
+    async insertMissing(db, table, rows, key) {
+      if (rows.length === 0) return 0;
+      // A no-op ON DUPLICATE KEY UPDATE skips the conflicting rows only (not INSERT IGNORE, which also
+      // turns a NULL written as '' or a truncated name into a warning).
+      const q = db(table).insert(rows).onConflict(key).merge({ id: db.ref('id') } as never).toSQL().toNative();
+      const [header] = (await db.raw(q.sql, q.bindings as Knex.RawBinding[])) as unknown as [{ info?: string; insertId?: number; affectedRows?: number }];
+      // mysql2 connects with FOUND_ROWS, so affectedRows counts duplicates too; the server's info line
+      // ("Records: 3  Duplicates: 1  Warnings: 0") tells them apart. A one-row statement has no info line:
+      // a duplicate leaves insertId 0.
+      const m = /Records:\s*(\d+)\s+Duplicates:\s*(\d+)/.exec(header?.info ?? '');
+      if (m) return Number(m[1]) - Number(m[2]);
+      return rows.length === 1 ? (Number(header?.insertId) > 0 ? 1 : 0) : Number(header?.affectedRows ?? 0);
+    },
+
+    classify: classifyMysql,
+
+    ...sessionLocks(tryLock, unlock),
+  };
+}

@@ -1,0 +1,75 @@
+/** PostgreSQL through pg. */
+import type { Knex } from 'knex';
+import pg from 'pg';
+import type { StoreConfig } from '../../config/config.js';
+import { QUIET_KNEX_LOG, isSocketError, sessionLocks, type Dialect, type ErrorClass } from './types.js';
+
+// int8 columns (epoch ms) arrive as strings from pg by default; they fit a double exactly.
+pg.types.setTypeParser(20, (v: string) => Number(v));
+
+/** SQLSTATE classes and codes: https://www.postgresql.org/docs/current/errcodes-appendix.html */
+const TRANSIENT = new Set(['40001', '40P01', '25006', '55P03', '57014', '53200', '53400']);
+const UNAVAILABLE = new Set(['57P01', '57P02', '57P03', '53300', '28P01', '28000', '3D000', '08000', '08001', '08003', '08004', '08006', '08P01']);
+
+/** Advisory lock keys: a name hashed to a signed 32-bit integer (the two-key form keeps 0x5c4ed as our namespace). */
+function lockKey(name: string): number {
+  let h = 0;
+  for (const c of Buffer.from(name, 'utf8')) h = (Math.imul(h, 31) + c) | 0;
+  return h;
+}
+const NAMESPACE = 0x5c4ed;
+
+async function tryLock(knex: Knex, conn: unknown, name: string): Promise<boolean> {
+  const res = (await knex.raw('SELECT pg_try_advisory_lock(?, ?) AS got', [NAMESPACE, lockKey(name)]).connection(conn)) as { rows: Array<{ got: boolean }> };
+  return res.rows[0]?.got === true;
+}
+
+async function unlock(knex: Knex, conn: unknown, name: string): Promise<void> {
+  await knex.raw('SELECT pg_advisory_unlock(?, ?)', [NAMESPACE, lockKey(name)]).connection(conn);
+}
+
+export const postgresDialect: Dialect = {
+  kind: 'postgres',
+
+  knexConfig(config: StoreConfig): Knex.Config {
+    return {
+      log: QUIET_KNEX_LOG,
+      client: 'pg',
+      connection: { connectionString: config.url, connectionTimeoutMillis: 5000 },
+      pool: { min: 0, max: 4 },
+      acquireConnectionTimeout: 10_000,
+    };
+  },
+
+  async init(knex) {
+    await knex.raw('select 1 as ok');
+  },
+
+  nowMs: 'CAST(FLOOR(EXTRACT(EPOCH FROM clock_timestamp()) * 1000) AS BIGINT)',
+
+  bigint: 'BIGINT',
+
+  async insertClaims(db, table, rows, key) {
+    if (rows.length === 0) return [];
+    // ON CONFLICT DO NOTHING RETURNING: a lost row is absent from the answer, and the surrounding
+    // transaction (if any) is not aborted as a unique violation would abort it.
+    return (await db(table).insert(rows).onConflict(key).ignore().returning('*')) as Record<string, unknown>[];
+  },
+
+  async insertMissing(db, table, rows, key) {
+    if (rows.length === 0) return 0;
+    const inserted = (await db(table).insert(rows).onConflict(key).ignore().returning('id')) as unknown[];
+    return inserted.length;
+  },
+
+  classify(err): ErrorClass {
+    const code = String((err as { code?: string } | undefined)?.code ?? '');
+    if (code === '23505') return 'duplicate';
+    if (TRANSIENT.has(code)) return 'transient';
+    if (code === '42501') return 'privilege';
+    if (UNAVAILABLE.has(code) || code.startsWith('08') || isSocketError(err)) return 'unavailable';
+    return 'data';
+  },
+
+  ...sessionLocks(tryLock, unlock),
+};

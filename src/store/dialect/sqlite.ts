@@ -1,0 +1,73 @@
+/** SQLite through better-sqlite3: one file, several processes on one machine (WAL, busy timeout). */
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import type { Knex } from 'knex';
+import type { StoreConfig } from '../../config/config.js';
+import { QUIET_KNEX_LOG, isSocketError, type Dialect, type ErrorClass, type RowValues } from './types.js';
+
+export const sqliteDialect: Dialect = {
+  kind: 'sqlite',
+
+  knexConfig(config: StoreConfig): Knex.Config {
+    if (config.kind !== 'sqlite') throw new Error('sqlite dialect needs an sqlite store');
+    if (config.path !== ':memory:') mkdirSync(dirname(config.path), { recursive: true });
+    return {
+      log: QUIET_KNEX_LOG,
+      client: 'better-sqlite3',
+      connection: { filename: config.path },
+      useNullAsDefault: true,
+      pool: {
+        min: 1, max: 1,
+        afterCreate: (conn: { pragma(s: string): unknown }, done: (err: Error | null, c: unknown) => void) => {
+          try {
+            // Several processes may share the file: WAL lets readers go on, busy_timeout waits for writers.
+            conn.pragma('busy_timeout = 10000');
+            conn.pragma('journal_mode = WAL');
+            conn.pragma('synchronous = NORMAL');
+            done(null, conn);
+          } catch (err) {
+            done(err as Error, conn);
+          }
+        },
+      },
+    };
+  },
+
+  async init(knex) {
+    await knex.raw('select 1 as ok');
+  },
+
+  nowMs: "CAST(unixepoch('subsec') * 1000 AS INTEGER)",
+
+  bigint: 'BIGINT',
+
+  async insertClaims(db, table, rows, key) {
+    if (rows.length === 0) return [];
+    // ON CONFLICT DO NOTHING RETURNING (SQLite 3.35+, bundled by better-sqlite3 12): a lost row is an
+    // absent row in the answer, never an exception.
+    return (await db(table).insert(rows).onConflict(key).ignore().returning('*')) as Record<string, unknown>[];
+  },
+
+  async insertMissing(db, table, rows: RowValues[], key) {
+    if (rows.length === 0) return 0;
+    const inserted = (await db(table).insert(rows).onConflict(key).ignore().returning('id')) as unknown[];
+    return inserted.length;
+  },
+
+  classify(err): ErrorClass {
+    const code = String((err as { code?: string } | undefined)?.code ?? '');
+    if (code === 'SQLITE_CONSTRAINT_UNIQUE' || code === 'SQLITE_CONSTRAINT_PRIMARYKEY') return 'duplicate';
+    if (code.startsWith('SQLITE_BUSY') || code.startsWith('SQLITE_LOCKED') || /database is locked/i.test(String((err as Error)?.message))) return 'transient';
+    if (code.startsWith('SQLITE_CANTOPEN') || code === 'SQLITE_IOERR' || code === 'SQLITE_READONLY' || isSocketError(err)) return 'unavailable';
+    if (code === 'SQLITE_AUTH' || code === 'SQLITE_PERM') return 'privilege';
+    return 'data';
+  },
+
+  // One file: SQLite serialises writers itself, and a busy writer waits (busy_timeout).
+  async withAdvisoryLock(_knex, _name, _deadlineMs, fn) {
+    return fn();
+  },
+  async tryAdvisoryLock(_knex, _name, fn) {
+    return fn();
+  },
+};

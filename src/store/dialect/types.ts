@@ -1,0 +1,109 @@
+/**
+ * The SQL that differs between databases, one module per database (as ShedLock keeps one statements
+ * source per database); the rules that use it live once, in the table stores. A dialect knows how to
+ * connect, the store's clock, the claim insert, how to insert rows that may exist already, how its
+ * driver reports errors, and its advisory lock.
+ */
+import type { Knex } from 'knex';
+import type { StoreConfig } from '../../config/config.js';
+
+export type StoreKind = StoreConfig['kind'];
+
+/**
+ * What a failed statement means. `duplicate`: a unique key already holds the row (a lost race, a value).
+ * `transient`: the statement may succeed when tried again (deadlock, lock wait, serialization, a
+ * read-only server during a failover, SQLite busy). `unavailable`: the store cannot be reached or
+ * refuses this user. `privilege`: the user lacks a privilege (named in the driver's message).
+ * `data`: the statement itself is wrong for the data: a real error.
+ */
+export type ErrorClass = 'duplicate' | 'transient' | 'unavailable' | 'privilege' | 'data';
+
+/** A value a statement sends: knex bindings only, never text spliced into SQL. */
+export type RowValues = Record<string, Knex.Value | Knex.Raw>;
+
+export interface Dialect {
+  readonly kind: StoreKind;
+  /** knex settings for this database (pool, session set-up such as a UTC session zone). */
+  knexConfig(config: StoreConfig): Knex.Config;
+  /** After the first connection: reads what the server supports (e.g. MariaDB's RETURNING). */
+  init(knex: Knex): Promise<void>;
+  /** An SQL expression: the store's clock in epoch milliseconds, UTC whatever the session's zone. */
+  readonly nowMs: string;
+  /** The type name that CAST takes for a 64-bit integer (MySQL: SIGNED). */
+  readonly bigint: string;
+  /**
+   * Claims rows under a unique key: the rows inserted, with every column as stored; a row whose key
+   * exists already is left out (a lost race is a value, not an exception). Shaped for many rows so
+   * that a tick's claims can later go in one statement.
+   */
+  insertClaims(db: Knex | Knex.Transaction, table: string, rows: RowValues[], key: string[]): Promise<Record<string, unknown>[]>;
+  /** Inserts rows, leaving those whose key exists untouched; returns how many were inserted. */
+  insertMissing(db: Knex | Knex.Transaction, table: string, rows: RowValues[], key: string[]): Promise<number>;
+  classify(err: unknown): ErrorClass;
+  /**
+   * Runs `fn` holding a named advisory lock, trying for it until `deadlineMs` (then throws). The lock
+   * is the session's: the server frees it if this process dies.
+   */
+  withAdvisoryLock<T>(knex: Knex, name: string, deadlineMs: number, fn: () => Promise<T>): Promise<T>;
+  /** Like withAdvisoryLock, but gives up at once: null when another session holds it. */
+  tryAdvisoryLock<T>(knex: Knex, name: string, fn: () => Promise<T>): Promise<T | null>;
+}
+
+/** Connection-level failures every Node driver reports the same way. */
+const SOCKET_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EPIPE', 'EAI_AGAIN']);
+
+export function isSocketError(err: unknown): boolean {
+  const e = err as { code?: string; name?: string; message?: string } | undefined;
+  return (
+    SOCKET_CODES.has(e?.code ?? '') ||
+    e?.name === 'KnexTimeoutError' ||
+    /Connection terminated|connect ETIMEDOUT|Timeout acquiring a connection|ECONNREFUSED|ECONNRESET|Connection lost|socket hang up/i.test(e?.message ?? '')
+  );
+}
+
+/** Waits between tries for an advisory lock held elsewhere. */
+export const LOCK_POLL_MS = 200;
+
+export async function pollUntil<T>(deadlineMs: number, what: string, attempt: () => Promise<T | null>): Promise<T> {
+  const until = Date.now() + deadlineMs;
+  for (;;) {
+    const got = await attempt();
+    if (got !== null) return got;
+    if (Date.now() >= until) throw new Error(`timed out after ${Math.round(deadlineMs / 1000)} s waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, LOCK_POLL_MS));
+  }
+}
+
+export const QUIET_KNEX_LOG: Knex.Logger = { warn: () => {}, error: () => {}, debug: () => {}, deprecate: () => {} };
+
+type SessionLockFn = (knex: Knex, conn: unknown, name: string) => Promise<unknown>;
+
+/**
+ * withAdvisoryLock and tryAdvisoryLock over a database's session lock (try and unlock statements):
+ * the lock is held on one pooled connection for the length of `fn`.
+ */
+export function sessionLocks(tryLock: (knex: Knex, conn: unknown, name: string) => Promise<boolean>, unlock: SessionLockFn): Pick<Dialect, 'withAdvisoryLock' | 'tryAdvisoryLock'> {
+  const holding = async <T>(knex: Knex, name: string, acquire: (conn: unknown) => Promise<boolean>, fn: () => Promise<T>): Promise<T | null> => {
+    const conn = await knex.client.acquireConnection();
+    try {
+      if (!(await acquire(conn))) return null;
+      try {
+        return await fn();
+      } finally {
+        await unlock(knex, conn, name);
+      }
+    } finally {
+      await knex.client.releaseConnection(conn);
+    }
+  };
+  return {
+    async withAdvisoryLock(knex, name, deadlineMs, fn) {
+      // A try-loop with a deadline: a session blocked on the lock would wait forever.
+      const acquire = (conn: unknown) => pollUntil(deadlineMs, `the advisory lock '${name}' (another node holds it)`, async () => ((await tryLock(knex, conn, name)) ? true : null));
+      return (await holding(knex, name, acquire, fn)) as Awaited<ReturnType<typeof fn>>;
+    },
+    async tryAdvisoryLock(knex, name, fn) {
+      return holding(knex, name, (conn) => tryLock(knex, conn, name), fn);
+    },
+  };
+}

@@ -1,0 +1,73 @@
+/**
+ * The jobs table (`scheduler_jobs`): one row per job the cluster has seen, with the instant up to
+ * which every period has a row (the catch-up anchor), and when a node last declared it. Room for
+ * pause/resume and node-independent settings later.
+ */
+import type { Knex } from 'knex';
+import { Database } from './database.js';
+import { JOBS_TABLE } from './migrations.js';
+import type { JobRecord, JobStore } from './types.js';
+
+interface Row {
+  name: string;
+  first_seen_at: number | string;
+  seen_at: number | string;
+  reconciled_through: number | string | null;
+}
+
+const toRecord = (r: Row): JobRecord => ({
+  name: r.name,
+  firstSeenAt: Number(r.first_seen_at),
+  seenAt: Number(r.seen_at),
+  reconciledThrough: r.reconciled_through === null ? null : Number(r.reconciled_through),
+});
+
+const CHUNK = 200;
+
+export class KnexJobStore implements JobStore {
+  private readonly knex: Knex;
+  constructor(private readonly db: Database) {
+    this.knex = db.knex;
+  }
+
+  async get(names: string[]): Promise<Map<string, JobRecord>> {
+    const out = new Map<string, JobRecord>();
+    for (let i = 0; i < names.length; i += CHUNK) {
+      const rows = await this.db.wrap('read jobs', () => this.knex(JOBS_TABLE).whereIn('name', names.slice(i, i + CHUNK)));
+      for (const r of rows as Row[]) out.set(r.name, toRecord(r));
+    }
+    return out;
+  }
+
+  async declare(jobs: Array<{ name: string; reconciledThrough: number | null }>): Promise<Map<string, JobRecord>> {
+    for (let i = 0; i < jobs.length; i += CHUNK) {
+      const rows = jobs.slice(i, i + CHUNK).map((j) => ({
+        name: j.name, first_seen_at: this.db.nowRaw(), seen_at: this.db.nowRaw(), reconciled_through: j.reconciledThrough,
+      }));
+      await this.db.wrap('declare jobs', () => this.db.dialect.insertMissing(this.knex, JOBS_TABLE, rows, ['name']));
+    }
+    await this.touch(jobs.map((j) => j.name));
+    return this.get(jobs.map((j) => j.name));
+  }
+
+  private async touch(names: string[]): Promise<void> {
+    for (let i = 0; i < names.length; i += CHUNK) {
+      await this.db.wrap('mark jobs seen', () => this.knex(JOBS_TABLE).whereIn('name', names.slice(i, i + CHUNK)).update({ seen_at: this.db.nowRaw() }));
+    }
+  }
+
+  async advance(through: Map<string, number>): Promise<void> {
+    const entries = [...through];
+    for (let i = 0; i < entries.length; i += CHUNK) {
+      const chunk = entries.slice(i, i + CHUNK);
+      // One statement per chunk: CASE name WHEN ? THEN ? ... END, never moving an anchor back.
+      const value = this.knex.raw(`CASE name ${chunk.map(() => `WHEN ? THEN CAST(? AS ${this.db.dialect.bigint})`).join(' ')} END`, chunk.flat());
+      await this.db.wrap('advance jobs', () => this.knex(JOBS_TABLE)
+        .whereIn('name', chunk.map(([name]) => name))
+        .update({
+          reconciled_through: this.knex.raw(`CASE WHEN reconciled_through IS NULL OR reconciled_through < (?) THEN (?) ELSE reconciled_through END`, [value, value]),
+          seen_at: this.db.nowRaw(),
+        }));
+    }
+  }
+}

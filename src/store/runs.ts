@@ -1,0 +1,409 @@
+/**
+ * The runs table (`scheduler_runs`) over knex: SQLite, MySQL/MariaDB and PostgreSQL. What differs
+ * between the databases is in ./dialect/; the rules are here, once.
+ */
+import type { Knex } from 'knex';
+import type { StoreConfig } from '../config/config.js';
+import { errorMessage } from '../errors.js';
+import { decideEnd } from '../run/owed.js';
+import { Database } from './database.js';
+import { RUNS_TABLE } from './migrations.js';
+import type {
+  EndResult, FinalStatus, HistoryQuery, InsertResult, NewRun, PeriodRange, RetryPolicy, RunOutcome, RunRecord, RunStatus, RunStore, SkippedRun,
+} from './types.js';
+
+/** The unique key: one row per (job, period, shard, attempt). */
+const PERIOD_KEY = ['job', 'scheduled_at', 'shard', 'attempt'];
+
+interface Row {
+  id: number | string;
+  job: string;
+  scheduled_at: number | string;
+  period_key: string;
+  shard: number;
+  attempt: number;
+  trigger: string;
+  status: string;
+  reason: string | null;
+  node_id: string;
+  started_at: number | string;
+  run_at: number | string | null;
+  heartbeat_at: number | string | null;
+  lease_ms: number;
+  finished_at: number | string | null;
+  duration_ms: number | string | null;
+  result: string | null;
+  error: string | null;
+  error_stack: string | null;
+}
+
+const date = (v: number | string | null): Date | null => (v === null || v === undefined ? null : new Date(Number(v)));
+
+function toRecord(row: Row): RunRecord {
+  let result: unknown = null;
+  if (row.result !== null && row.result !== undefined) {
+    try {
+      result = JSON.parse(row.result);
+    } catch {
+      result = row.result;
+    }
+  }
+  return {
+    id: String(row.id),
+    job: row.job,
+    scheduledAt: new Date(Number(row.scheduled_at)),
+    periodKey: row.period_key,
+    shard: Number(row.shard),
+    attempt: Number(row.attempt),
+    trigger: row.trigger as RunRecord['trigger'],
+    status: row.status as RunStatus,
+    reason: row.reason,
+    nodeId: row.node_id,
+    startedAt: new Date(Number(row.started_at)),
+    runAt: date(row.run_at),
+    finishedAt: date(row.finished_at),
+    durationMs: row.duration_ms === null ? null : Number(row.duration_ms),
+    heartbeatAt: date(row.heartbeat_at),
+    leaseMs: Number(row.lease_ms),
+    result,
+    error: row.error,
+    errorStack: row.error_stack,
+  };
+}
+
+/** A stored result larger than this is replaced by a note (MySQL mediumtext holds 16 MB). */
+const MAX_RESULT_BYTES = 1_000_000;
+
+function serialiseResult(value: unknown): string | null {
+  if (value === undefined) return null;
+  let json: string | undefined;
+  try {
+    json = JSON.stringify(value);
+  } catch (err) {
+    return JSON.stringify({ unserialisable: errorMessage(err) });
+  }
+  if (json === undefined) return null;
+  const bytes = Buffer.byteLength(json, 'utf8');
+  return bytes > MAX_RESULT_BYTES ? JSON.stringify({ unstored: `result of ${bytes} bytes is over the ${MAX_RESULT_BYTES}-byte limit` }) : json;
+}
+
+/** Under MySQL's TEXT limit (65,535 bytes), with room for the truncation note. */
+const MAX_TEXT_BYTES = 60_000;
+
+/**
+ * Error texts as every backend can store them: PostgreSQL refuses NUL characters in text, and MySQL
+ * refuses (strict mode) a TEXT value over 64 KB. Either would make the outcome of a run unrecordable.
+ */
+export function storableText(value: string | null | undefined, maxBytes = MAX_TEXT_BYTES): string | null {
+  if (value === null || value === undefined) return null;
+  const text = value.includes('\u0000') ? value.replace(/\u0000/g, '\uFFFD') : value;
+  const bytes = Buffer.byteLength(text, 'utf8');
+  if (bytes <= maxBytes) return text;
+  const note = `… [truncated, ${bytes} bytes in all]`;
+  let cut = Buffer.from(text, 'utf8').subarray(0, maxBytes - Buffer.byteLength(note, 'utf8')).toString('utf8');
+  // A multi-byte character cut in two decodes as U+FFFD: drop it.
+  if (cut.endsWith('\uFFFD') && !text.startsWith(cut)) cut = cut.slice(0, -1);
+  return cut + note;
+}
+
+/** Statuses that end an attempt without an outcome of its own, or by a failure: the next attempt may be owed. */
+const OWING: ReadonlySet<FinalStatus> = new Set(['failed', 'timed_out', 'abandoned', 'interrupted']);
+
+export class KnexRunStore implements RunStore {
+  readonly kind: RunStore['kind'];
+  private readonly knex: Knex;
+
+  /** @param ownsDb close() closes the pool too (a store opened on its own). */
+  constructor(private readonly db: Database, private readonly ownsDb = false) {
+    this.kind = db.kind;
+    this.knex = db.knex;
+  }
+
+  /** Opens a pool of its own and checks that the store answers (StoreUnavailableError otherwise). */
+  static async open(config: StoreConfig): Promise<KnexRunStore> {
+    return new KnexRunStore(await Database.open(config), true);
+  }
+
+  private wrap<T>(what: string, fn: () => Promise<T>): Promise<T> {
+    return this.db.wrap(what, fn);
+  }
+
+  private table(db: Knex | Knex.Transaction = this.knex): Knex.QueryBuilder {
+    return db(RUNS_TABLE);
+  }
+
+  /** SQL: the row's lease ran out by the store's clock. */
+  private get stale(): string {
+    return `heartbeat_at + lease_ms < ${this.db.dialect.nowMs}`;
+  }
+
+  migrate(): Promise<void> {
+    return this.db.migrate();
+  }
+
+  async insertRun(run: NewRun): Promise<InsertResult> {
+    const row = {
+      job: run.job,
+      scheduled_at: run.scheduledAt.getTime(),
+      period_key: run.periodKey,
+      shard: run.shard ?? 0,
+      attempt: run.attempt,
+      trigger: run.trigger,
+      status: 'running',
+      node_id: run.nodeId,
+      started_at: this.db.nowRaw(),
+      heartbeat_at: this.db.nowRaw(),
+      lease_ms: run.leaseMs,
+    };
+    // One round trip on the claim path where the dialect allows it: the row as stored (store-clock
+    // stamps included) comes back with the INSERT, and a lost race is an empty answer.
+    const [stored] = await this.wrap('insert run', () => this.db.dialect.insertClaims(this.knex, RUNS_TABLE, [row], PERIOD_KEY));
+    return stored ? { outcome: 'inserted', run: toRecord(stored as unknown as Row) } : { outcome: 'duplicate' };
+  }
+
+  async insertSkipped(runs: SkippedRun[]): Promise<number> {
+    let inserted = 0;
+    for (let i = 0; i < runs.length; i += 200) {
+      const rows = runs.slice(i, i + 200).map((r) => ({
+        job: r.job,
+        scheduled_at: r.scheduledAt.getTime(),
+        period_key: r.periodKey,
+        shard: 0,
+        attempt: 1,
+        trigger: r.trigger,
+        status: 'skipped',
+        reason: r.reason,
+        node_id: r.nodeId,
+        started_at: this.db.nowRaw(),
+        finished_at: this.db.nowRaw(),
+        duration_ms: 0,
+        lease_ms: 0,
+      }));
+      // Marker rows only: a row that exists already (another node recorded or ran it) stays as it is,
+      // and only the rows this call inserted are counted (so a missed period is counted once).
+      inserted += await this.wrap('record skipped periods', () => this.db.dialect.insertMissing(this.knex, RUNS_TABLE, rows, PERIOD_KEY));
+    }
+    return inserted;
+  }
+
+  private outcomeColumns(outcome: RunOutcome): Record<string, unknown> {
+    return {
+      status: outcome.status,
+      finished_at: this.db.nowRaw(),
+      duration_ms: this.knex.raw(`${this.db.dialect.nowMs} - started_at`),
+      result: serialiseResult(outcome.result),
+      error: storableText(outcome.error),
+      error_stack: storableText(outcome.errorStack),
+      reason: outcome.reason === null || outcome.reason === undefined ? null : storableText(outcome.reason)!.slice(0, 200),
+    };
+  }
+
+  async finishRun(runId: string, nodeId: string, outcome: RunOutcome): Promise<boolean> {
+    return this.wrap('record outcome', async () => {
+      const updated = await this.table().where({ id: runId, node_id: nodeId, status: 'running' }).update(this.outcomeColumns(outcome));
+      return Number(updated) > 0;
+    });
+  }
+
+  /** Statuses of the period's attempts before `run`, read inside the transaction that ends it. */
+  private async earlierStatuses(trx: Knex.Transaction, run: RunRecord): Promise<RunStatus[]> {
+    const rows = await trx(RUNS_TABLE).select('status')
+      .where({ job: run.job, scheduled_at: run.scheduledAt.getTime(), shard: run.shard })
+      .andWhere('attempt', '<', run.attempt);
+    return (rows as Array<{ status: RunStatus }>).map((r) => r.status);
+  }
+
+  /** Inserts the next attempt of `run` as pending, due `delayMs` from now (store clock). */
+  private async insertNext(trx: Knex.Transaction, run: RunRecord, nodeId: string, delayMs: number): Promise<RunRecord | null> {
+    const [stored] = await this.db.dialect.insertClaims(trx, RUNS_TABLE, [{
+      job: run.job,
+      scheduled_at: run.scheduledAt.getTime(),
+      period_key: run.periodKey,
+      shard: run.shard,
+      attempt: run.attempt + 1,
+      trigger: run.trigger,
+      status: 'pending',
+      node_id: nodeId,
+      started_at: this.db.nowRaw(),
+      run_at: this.db.nowPlus(delayMs),
+      lease_ms: run.leaseMs,
+    }], PERIOD_KEY);
+    return stored ? toRecord(stored as unknown as Row) : null;
+  }
+
+  async endAttempt(run: RunRecord, nodeId: string, outcome: RunOutcome, policy: RetryPolicy | null): Promise<EndResult> {
+    // The common case (succeeded, skipped) owes nothing: one conditional UPDATE, as before.
+    if (!OWING.has(outcome.status)) {
+      return { written: await this.finishRun(run.id, nodeId, outcome), status: outcome.status, next: null };
+    }
+    return this.db.transaction('record outcome', async (trx) => {
+      const decision = decideEnd(outcome.status, await this.earlierStatuses(trx, run), policy);
+      const columns = this.outcomeColumns(decision.status === outcome.status ? outcome : {
+        ...outcome, status: decision.status, reason: outcome.reason ?? decision.reason, error: outcome.error ? `${outcome.error}; ${decision.reason}` : decision.reason,
+      });
+      const updated = await trx(RUNS_TABLE).where({ id: run.id, node_id: nodeId, status: 'running' }).update(columns);
+      if (Number(updated) === 0) return { written: false, status: outcome.status, next: null };
+      const next = decision.next ? await this.insertNext(trx, run, nodeId, decision.next.delayMs) : null;
+      return { written: true, status: decision.status, next };
+    });
+  }
+
+  async takeOver(run: RunRecord, nodeId: string, reason: string, owe: boolean): Promise<EndResult | null> {
+    return this.db.transaction('take over a stale run', async (trx) => {
+      const decision = decideEnd('abandoned', await this.earlierStatuses(trx, run), null, owe);
+      const why = decision.reason ? `${reason}; ${decision.reason}` : reason;
+      const updated = await trx(RUNS_TABLE)
+        .where({ id: run.id, status: 'running' })
+        .andWhereRaw(this.stale)
+        .update({
+          status: decision.status,
+          reason: why.slice(0, 200),
+          error: decision.status === 'failed' ? why : null,
+          finished_at: this.db.nowRaw(),
+          duration_ms: this.knex.raw(`${this.db.dialect.nowMs} - started_at`),
+        });
+      if (Number(updated) === 0) return null;
+      const next = decision.next ? await this.insertNext(trx, run, nodeId, 0) : null;
+      return { written: true, status: decision.status, next };
+    });
+  }
+
+  async duePending(limit = 500): Promise<RunRecord[]> {
+    return this.wrap('read pending runs', async () => {
+      const rows = await this.table().where({ status: 'pending' }).andWhereRaw(`run_at <= ${this.db.dialect.nowMs}`).orderBy('run_at', 'asc').limit(limit);
+      return (rows as Row[]).map(toRecord);
+    });
+  }
+
+  async claimPending(runId: string, nodeId: string, leaseMs: number): Promise<RunRecord | null> {
+    return this.wrap('claim pending run', async () => {
+      const updated = await this.table()
+        .where({ id: runId, status: 'pending' })
+        .andWhereRaw(`run_at <= ${this.db.dialect.nowMs}`)
+        .update({ status: 'running', node_id: nodeId, started_at: this.db.nowRaw(), heartbeat_at: this.db.nowRaw(), lease_ms: leaseMs });
+      if (Number(updated) === 0) return null;
+      const row = await this.table().where({ id: runId }).first<Row | undefined>();
+      return row ? toRecord(row) : null;
+    });
+  }
+
+  async releasePending(runId: string, nodeId: string): Promise<boolean> {
+    return this.wrap('release pending run', async () => {
+      const updated = await this.table().where({ id: runId, node_id: nodeId, status: 'running' }).update({ status: 'pending', heartbeat_at: null, run_at: this.db.nowRaw() });
+      return Number(updated) > 0;
+    });
+  }
+
+  async abandonPending(runId: string, reason: string): Promise<boolean> {
+    return this.wrap('abandon pending run', async () => {
+      const updated = await this.table().where({ id: runId, status: 'pending' })
+        .update({ status: 'abandoned', reason: reason.slice(0, 200), finished_at: this.db.nowRaw(), duration_ms: 0 });
+      return Number(updated) > 0;
+    });
+  }
+
+  async heartbeat(runId: string, nodeId: string): Promise<boolean> {
+    return this.wrap('heartbeat', async () => {
+      const updated = await this.table().where({ id: runId, node_id: nodeId, status: 'running' }).update({ heartbeat_at: this.db.nowRaw() });
+      return Number(updated) > 0;
+    });
+  }
+
+  async staleRuns(limit = 500): Promise<RunRecord[]> {
+    // Every row returned is resolved by a takeover (whatever its job), so a limit never hides rows for long.
+    return this.wrap('read stale runs', async () => {
+      const rows = await this.table().where({ status: 'running' }).andWhereRaw(this.stale).orderBy('heartbeat_at', 'asc').limit(limit);
+      return (rows as Row[]).map(toRecord);
+    });
+  }
+
+  async abandonRun(runId: string, status: 'abandoned' | 'failed', reason: string): Promise<boolean> {
+    return this.wrap('abandon run', async () => {
+      const updated = await this.table()
+        .where({ id: runId, status: 'running' })
+        .andWhereRaw(this.stale)
+        .update({
+          status,
+          reason,
+          error: status === 'failed' ? reason : null,
+          finished_at: this.db.nowRaw(),
+          duration_ms: this.knex.raw(`${this.db.dialect.nowMs} - started_at`),
+        });
+      return Number(updated) > 0;
+    });
+  }
+
+  async periodRuns(job: string, scheduledAt: Date, shard = 0): Promise<RunRecord[]> {
+    return this.wrap('read period', async () => {
+      const rows = await this.table().where({ job, scheduled_at: scheduledAt.getTime(), shard }).orderBy('attempt', 'asc');
+      return (rows as Row[]).map(toRecord);
+    });
+  }
+
+  async liveRuns(job: string): Promise<RunRecord[]> {
+    return this.wrap('read running runs', async () => {
+      const rows = await this.table()
+        .where({ job, status: 'running' })
+        .andWhereRaw(`heartbeat_at + lease_ms >= ${this.db.dialect.nowMs}`)
+        .orderBy('scheduled_at', 'asc');
+      return (rows as Row[]).map(toRecord);
+    });
+  }
+
+  async periodsWithRows(job: string, fromMs: number, toMs: number): Promise<Set<number>> {
+    return (await this.rowsInRanges([{ job, fromMs, toMs }])).get(job) ?? new Set();
+  }
+
+  async rowsInRanges(ranges: PeriodRange[]): Promise<Map<string, Set<number>>> {
+    const out = new Map<string, Set<number>>();
+    for (let i = 0; i < ranges.length; i += 100) {
+      const chunk = ranges.slice(i, i + 100);
+      // One range scan of the unique index per (job, range), OR-ed into one statement.
+      const rows = await this.wrap('read periods', () => this.table().distinct('job', 'scheduled_at').where((q) => {
+        for (const r of chunk) q.orWhere((w) => w.where('job', r.job).andWhere('scheduled_at', '>=', r.fromMs).andWhere('scheduled_at', '<=', r.toMs));
+      }));
+      for (const r of rows as Array<{ job: string; scheduled_at: number | string }>) {
+        const set = out.get(r.job) ?? new Set<number>();
+        set.add(Number(r.scheduled_at));
+        out.set(r.job, set);
+      }
+    }
+    return out;
+  }
+
+  async latestPeriod(job: string): Promise<number | null> {
+    return this.wrap('read latest period', async () => {
+      const row = (await this.table().max({ at: 'scheduled_at' }).where({ job }).first()) as { at: number | string | null } | undefined;
+      return row?.at === null || row?.at === undefined ? null : Number(row.at);
+    });
+  }
+
+  async lastRuns(jobs: string[]): Promise<Map<string, RunRecord>> {
+    return this.wrap('read last runs', async () => {
+      const out = new Map<string, RunRecord>();
+      for (const job of jobs) {
+        const row = await this.table().where({ job }).orderBy([{ column: 'started_at', order: 'desc' }, { column: 'id', order: 'desc' }]).first<Row | undefined>();
+        if (row) out.set(job, toRecord(row));
+      }
+      return out;
+    });
+  }
+
+  async history(query: HistoryQuery): Promise<RunRecord[]> {
+    return this.wrap('read history', async () => {
+      const q = this.table().select('*');
+      if (query.job) q.where({ job: query.job });
+      if (query.status) q.where({ status: query.status });
+      q.orderBy([{ column: 'started_at', order: 'desc' }, { column: 'id', order: 'desc' }]).limit(query.limit ?? 50);
+      return ((await q) as Row[]).map(toRecord);
+    });
+  }
+
+  now(): Promise<number> {
+    return this.db.now();
+  }
+
+  async close(): Promise<void> {
+    if (this.ownsDb) await this.db.close();
+  }
+}
