@@ -132,6 +132,7 @@ describe('owed work: attempts that must run whatever happens to the node that ow
     const failed = await waitFor('attempt 1 to fail', () => effect(cluster, (e) => e.ev === 'fail' && e.attempt === 1), 45_000);
     await historyUntil(cluster, 'attempt 1 recorded failed', (runs) => runs.some((r) => r.periodKey === failed.key && r.attempt === 1 && r.status === 'failed'), 10_000);
     const killedAt = await cluster.kill(failed.node);
+    expect(effect(cluster, ev('start', failed.key, 2)), 'harness: attempt 2 had not started before the kill').toBeUndefined();
 
     const second = await waitFor('attempt 2 to start on another node', () => effect(cluster, ev('start', failed.key, 2)), 25_000);
     expect(second.node).not.toBe(failed.node);
@@ -154,6 +155,7 @@ describe('owed work: attempts that must run whatever happens to the node that ow
     const failed = await waitFor('attempt 1 to fail', () => effect(cluster, (e) => e.ev === 'fail' && e.attempt === 1), 45_000);
     await historyUntil(cluster, 'attempt 1 recorded failed', (runs) => runs.some((r) => r.periodKey === failed.key && r.attempt === 1 && r.status === 'failed'), 10_000);
     expect(await cluster.nodes.get(failed.node)!.stop('SIGTERM', 60_000), 'exit code of the stopped node').toBe(0);
+    expect(effect(cluster, ev('start', failed.key, 2)), 'harness: attempt 2 had not started before the stop').toBeUndefined();
 
     const second = await waitFor('attempt 2 to start on another node', () => effect(cluster, ev('start', failed.key, 2)), 25_000);
     expect(second.node).not.toBe(failed.node);
