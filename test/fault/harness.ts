@@ -4,12 +4,14 @@
  * event, period key, attempt, node and time), independent of the scheduler's rows.
  */
 import { createServer, Socket, type Server } from 'node:net';
+import { Redis } from 'ioredis';
 import { Daemon, runCli } from '../helpers/cli.js';
 import { waitFor } from '../helpers/redis.js';
 import type { HistoryRun, Workspace } from '../helpers/workspace.js';
 
 export interface Effect {
-  ev: 'start' | 'end' | 'abort';
+  /** 'fail': the body threw on purpose (attemptJob's failAttempts), after its work. */
+  ev: 'start' | 'end' | 'abort' | 'fail';
   key: string;
   attempt: number;
   node: string;
@@ -79,6 +81,27 @@ export class Cluster {
     return Promise.all([...this.nodes.values()].map((d) => d.stop('SIGTERM', 60_000)));
   }
 
+  /** kill -9 of a node; resolves with the moment it was seen dead. */
+  async kill(nodeId: string): Promise<number> {
+    const d = this.nodes.get(nodeId)!;
+    d.proc.kill('SIGKILL');
+    await d.exited;
+    return Date.now();
+  }
+
+  /** SIGTERM to every node still running except `except`; their exit codes. */
+  async stopOthers(except: string[]): Promise<Array<number | null>> {
+    return Promise.all([...this.nodes].filter(([id, d]) => !except.includes(id) && d.proc.exitCode === null && d.proc.signalCode === null).map(([, d]) => d.stop('SIGTERM', 60_000)));
+  }
+
+  /** SIGKILL of every node still running (cleanup after a failed test). */
+  async killAll(): Promise<void> {
+    await Promise.all([...this.nodes.values()].filter((d) => d.proc.exitCode === null && d.proc.signalCode === null).map(async (d) => {
+      d.proc.kill('SIGKILL');
+      await d.exited;
+    }));
+  }
+
   async history(): Promise<HistoryRun[]> {
     const r = await runCli(['history', '--json', '--limit', '100000'], { cwd: this.ws.dir, env: { ...this.env, SCHEDULER_JOBS_DIR: this.ws.jobsDir } });
     if (r.code !== 0) throw new Error(`history exited ${r.code}: ${r.stderr}`);
@@ -121,7 +144,7 @@ export function overlappingAttempts(effects: Effect[], deaths: Map<string, numbe
       const nextStart = next.find((e) => e.ev === 'start')?.t;
       if (nextStart === undefined) continue;
       const prevStart = prev.find((e) => e.ev === 'start');
-      const prevEnd = prev.find((e) => e.ev === 'end' || e.ev === 'abort');
+      const prevEnd = prev.find((e) => e.ev === 'end' || e.ev === 'abort' || e.ev === 'fail');
       const tag = `${key}#${numbers[i - 1]}`;
       if (prevEnd && prevEnd.t <= nextStart) continue;
       if (!prevEnd && prevStart && deaths.has(prevStart.node) && deaths.get(prevStart.node)! <= nextStart) continue;
@@ -188,4 +211,80 @@ export class StoreProxy {
   async close(): Promise<void> {
     await this.cut();
   }
+}
+
+/**
+ * A job body like faultJob's, whose behaviour depends on ctx.attempt: it runs `durationsMs[attempt - 1]`
+ * (the last entry for later attempts) unless its signal aborts, then throws (recording 'fail') when
+ * the attempt is listed in `failAttempts`, else records 'end'.
+ */
+export function attemptJob(options: { schedule: string; durationsMs: number[]; failAttempts?: number[]; extra?: Record<string, unknown> }): string {
+  const extra = Object.entries(options.extra ?? {}).map(([k, v]) => `  ${k}: ${JSON.stringify(v)},`).join('\n');
+  return `import { appendFileSync } from 'node:fs';
+const rec = (o) => appendFileSync(process.env.SIDE_EFFECTS, JSON.stringify({ ...o, t: Date.now() }) + '\\n');
+const durations = ${JSON.stringify(options.durationsMs)};
+const failAttempts = ${JSON.stringify(options.failAttempts ?? [])};
+export default {
+  schedule: ${JSON.stringify(options.schedule)},
+${extra}
+  async run(ctx) {
+    const me = { key: ctx.periodKey, attempt: ctx.attempt, node: ctx.nodeId };
+    rec({ ev: 'start', ...me, trigger: ctx.trigger });
+    const ms = durations[Math.min(ctx.attempt, durations.length) - 1];
+    await new Promise((resolve, reject) => {
+      const onAbort = () => {
+        clearTimeout(timer);
+        rec({ ev: 'abort', ...me, reason: String(ctx.signal.reason) });
+        reject(new Error('aborted: ' + String(ctx.signal.reason)));
+      };
+      const timer = setTimeout(() => {
+        ctx.signal.removeEventListener('abort', onAbort);
+        resolve();
+      }, ms);
+      if (ctx.signal.aborted) onAbort();
+      else ctx.signal.addEventListener('abort', onAbort, { once: true });
+    });
+    if (failAttempts.includes(ctx.attempt)) {
+      rec({ ev: 'fail', ...me });
+      throw new Error('planned failure of attempt ' + ctx.attempt);
+    }
+    rec({ ev: 'end', ...me });
+    return { ok: true, attempt: ctx.attempt };
+  },
+};
+`;
+}
+
+/**
+ * A 6-field schedule whose periods are `offsetsSec` seconds after an instant about `leadMs` from now,
+ * repeated every `everySec` seconds (a divisor of 60), so that a test waits seconds, not a whole
+ * interval, for its first period, and a slow start only moves it to the next repetition. `first` is
+ * the first period instant (ms).
+ */
+export function soonSchedule(leadMs: number, everySec = 20, offsetsSec: number[] = [0]): { schedule: string; first: number } {
+  if (60 % everySec !== 0) throw new Error(`soonSchedule: ${everySec} does not divide 60`);
+  const first = Math.ceil((Date.now() + leadMs) / 1000) * 1000;
+  const s0 = new Date(first).getUTCSeconds();
+  const seconds = new Set<number>();
+  for (let k = 0; k < 60 / everySec; k++) for (const o of offsetsSec) seconds.add((s0 + o + k * everySec) % 60);
+  return { schedule: `${[...seconds].sort((a, b) => a - b).join(',')} * * * * *`, first };
+}
+
+/**
+ * Sets a Redlock resource (`<prefix>lock:<job>@<ISO>`) with one random value on the given masters,
+ * NX with a TTL, as a lock winner that died before its INSERT leaves it. Returns each master's answer
+ * ('OK', or null when the key was already there).
+ */
+export async function plantLockKey(urls: string[], resource: string, ttlMs: number): Promise<Array<string | null>> {
+  const value = `planted-${Math.random().toString(36).slice(2)}`;
+  return Promise.all(urls.map(async (url) => {
+    const c = new Redis(url, { maxRetriesPerRequest: 1, lazyConnect: true });
+    c.on('error', () => {});
+    try {
+      await c.connect();
+      return await c.set(resource, value, 'PX', ttlMs, 'NX');
+    } finally {
+      c.disconnect();
+    }
+  }));
 }
