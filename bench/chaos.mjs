@@ -1,0 +1,71 @@
+#!/usr/bin/env node
+/**
+ * The seeded chaos soak, long form (the short form is test/fault/chaos.test.ts; both use
+ * bench/chaos-lib.mjs):
+ *
+ *   node bench/chaos.mjs [--seconds 120] [--seed S] [--settle 120] [--no-build] [--keep] [--log-level info] [--json-out FILE]
+ *   (env: CHAOS_SEED when --seed is not given; BENCH_MYSQL_ADMIN=mysql://root@127.0.0.1:3306/)
+ *
+ * Five `bin/scheduler run` daemons, three Redis masters started here, MariaDB (a private database)
+ * behind a TCP proxy; a fault every 8-15 s from a PRNG seeded by S (printed first). By default the
+ * daemons run from a private build of src/ (bench/lib.mjs buildSnapshot), so that rebuilds of dist/
+ * during the soak cannot change what runs; --no-build runs bin/scheduler of the checkout as it is.
+ * Prints a summary (faults by kind, periods, runs by status, violations); exit 1 on any violation,
+ * 2 when the soak itself could not run.
+ */
+import { rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { resolveSeed, runChaos } from './chaos-lib.mjs';
+import { buildSnapshot, sourceState } from './lib.mjs';
+
+function parseOptions(argv) {
+  const flags = {};
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    if (!a.startsWith('--')) throw new Error(`unexpected argument ${a}`);
+    const [name, inline] = a.slice(2).split('=', 2);
+    if (['no-build', 'keep', 'help'].includes(name)) flags[name] = true;
+    else flags[name] = inline ?? argv[++i];
+  }
+  if (flags.help) {
+    process.stdout.write('usage: node bench/chaos.mjs [--seconds 120] [--seed S] [--settle 120] [--no-build] [--keep] [--log-level info] [--json-out FILE]\n');
+    process.exit(0);
+  }
+  const seconds = Number(flags.seconds ?? 120);
+  if (!Number.isFinite(seconds) || seconds < 20) throw new Error(`--seconds: expected a number >= 20, got ${flags.seconds}`);
+  const settle = Number(flags.settle ?? 120);
+  if (!Number.isFinite(settle) || settle < 10) throw new Error(`--settle: expected a number of seconds >= 10, got ${flags.settle}`);
+  return { seconds, seed: resolveSeed(flags.seed ?? process.env.CHAOS_SEED), settleMs: settle * 1000, build: !flags['no-build'], keep: Boolean(flags.keep), logLevel: flags['log-level'] ?? 'info', jsonOut: flags['json-out'] };
+}
+
+async function main() {
+  let opts;
+  try {
+    opts = parseOptions(process.argv.slice(2));
+  } catch (err) {
+    process.stderr.write(`chaos: ${err.message}\n`);
+    process.exit(2);
+  }
+  process.stdout.write(`chaos seed=${opts.seed}\n`);
+  const state = sourceState();
+  let snapshot;
+  if (opts.build) snapshot = buildSnapshot();
+  const bin = snapshot ? join(snapshot, 'bin', 'scheduler') : undefined;
+  process.stderr.write(`[chaos] source ${state.head ?? '?'}${state.srcChanges.length ? ` with uncommitted changes in ${state.srcChanges.length} file(s) under src/` : ''}; daemons from ${snapshot ?? 'bin/scheduler of the checkout'}\n`);
+  const onSignal = (sig) => process.stderr.write(`[chaos] ${sig}: finishing the current step, then cleaning up\n`);
+  process.on('SIGINT', onSignal);
+  try {
+    const result = await runChaos({ seconds: opts.seconds, seed: opts.seed, settleMs: opts.settleMs, keep: opts.keep, logLevel: opts.logLevel, ...(bin ? { bin } : {}) });
+    process.stdout.write(`${result.report}\n`);
+    if (opts.jsonOut) writeFileSync(opts.jsonOut, `${JSON.stringify({ ...result, source: state }, null, 2)}\n`);
+    process.stdout.write(`${JSON.stringify({ bench: 'chaos', seed: result.seed, seconds: result.seconds, pass: result.violationCount === 0, faults: result.summary.faultsByKind, runsByStatus: result.summary.runsByStatus, violations: Object.fromEntries(Object.entries(result.violations).map(([k, l]) => [k, l.length])), elapsedS: result.summary.elapsedS })}\n`);
+    process.exitCode = result.violationCount === 0 ? 0 : 1;
+  } finally {
+    if (snapshot) rmSync(snapshot, { recursive: true, force: true });
+  }
+}
+
+main().catch((err) => {
+  process.stderr.write(`chaos: the soak could not run: ${err.stack ?? err}\n`);
+  process.exit(2);
+});
