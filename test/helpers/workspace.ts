@@ -62,7 +62,10 @@ export interface HistoryRun {
   status: string;
   reason: string | null;
   nodeId: string;
-  startedAt: string;
+  /** Null for a pending attempt (not started). */
+  startedAt: string | null;
+  /** A pending attempt is due at this instant. */
+  runAt: string | null;
   finishedAt: string | null;
   durationMs: number | null;
   error: string | null;

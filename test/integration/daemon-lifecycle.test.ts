@@ -103,11 +103,20 @@ describe('daemon lifecycle', () => {
     expect(abortedAfter).toBeGreaterThanOrEqual(900);
     expect(abortedAfter).toBeLessThan(4000);
     expect(effects(ws, 'finished')).toEqual([]);
-    const runs = (await history(ws)).filter((r) => r.status !== 'skipped');
+    const all = (await history(ws)).filter((r) => r.status !== 'skipped');
+    const runs = all.filter((r) => r.status !== 'pending');
     expect(runs.map((r) => [r.job, r.status]).sort()).toEqual([['ignores', 'interrupted'], ['listens', 'interrupted']]);
     for (const r of runs) {
       expect(r.error).toMatch(/shutdown/);
       expect(r.finishedAt).not.toBeNull();
+    }
+    // Each interrupted period is owed again at once (attempt 2, pending), for any node to resume.
+    const owed = all.filter((r) => r.status === 'pending');
+    expect(owed.map((r) => [r.job, r.attempt]).sort()).toEqual([['ignores', 2], ['listens', 2]]);
+    for (const r of owed) {
+      expect(runs.some((i) => i.periodKey === r.periodKey)).toBe(true);
+      expect(r.startedAt).toBeNull();
+      expect(Date.parse(r.runAt!)).toBeLessThanOrEqual(Date.parse(runs.find((i) => i.periodKey === r.periodKey)!.finishedAt!) + 5);
     }
     expect(d.logs().some((l) => l.msg === 'grace period over: interrupting in-flight runs')).toBe(true);
   });

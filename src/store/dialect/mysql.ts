@@ -115,16 +115,26 @@ export function mysqlDialect(): Dialect {
 
     async insertMissing(db, table, rows, key) {
       if (rows.length === 0) return 0;
+      if (rows.length === 1) {
+        // One row: the server's reply cannot tell an insert from a kept duplicate (FOUND_ROWS), so
+        // insert it plainly; a duplicate fails this statement only.
+        try {
+          await db(table).insert(rows[0]!);
+          return 1;
+        } catch (err) {
+          if (classifyMysql(err) === 'duplicate') return 0;
+          throw err;
+        }
+      }
       // A no-op ON DUPLICATE KEY UPDATE skips the conflicting rows only (not INSERT IGNORE, which also
       // turns a NULL written as '' or a truncated name into a warning).
-      const q = db(table).insert(rows).onConflict(key).merge({ id: db.ref('id') } as never).toSQL().toNative();
-      const [header] = (await db.raw(q.sql, q.bindings as Knex.RawBinding[])) as unknown as [{ info?: string; insertId?: number; affectedRows?: number }];
-      // mysql2 connects with FOUND_ROWS, so affectedRows counts duplicates too; the server's info line
-      // ("Records: 3  Duplicates: 1  Warnings: 0") tells them apart. A one-row statement has no info line:
-      // a duplicate leaves insertId 0.
+      const q = db(table).insert(rows).onConflict(key).merge({ [key[0]!]: db.ref(key[0]!) } as never).toSQL().toNative();
+      const [header] = (await db.raw(q.sql, q.bindings as Knex.RawBinding[])) as unknown as [{ info?: string }];
+      // mysql2 connects with FOUND_ROWS, so affectedRows counts kept duplicates too; the server's info
+      // line ("Records: 3  Duplicates: 1  Warnings: 0") tells them apart.
       const m = /Records:\s*(\d+)\s+Duplicates:\s*(\d+)/.exec(header?.info ?? '');
-      if (m) return Number(m[1]) - Number(m[2]);
-      return rows.length === 1 ? (Number(header?.insertId) > 0 ? 1 : 0) : Number(header?.affectedRows ?? 0);
+      if (!m) throw new Error(`unexpected reply to a multi-row insert: ${JSON.stringify(header?.info ?? null)}`);
+      return Number(m[1]) - Number(m[2]);
     },
 
     classify: classifyMysql,

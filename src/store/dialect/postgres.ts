@@ -58,7 +58,7 @@ export const postgresDialect: Dialect = {
 
   async insertMissing(db, table, rows, key) {
     if (rows.length === 0) return 0;
-    const inserted = (await db(table).insert(rows).onConflict(key).ignore().returning('id')) as unknown[];
+    const inserted = (await db(table).insert(rows).onConflict(key).ignore().returning(key[0]!)) as unknown[];
     return inserted.length;
   },
 

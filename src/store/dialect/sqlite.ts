@@ -50,7 +50,7 @@ export const sqliteDialect: Dialect = {
 
   async insertMissing(db, table, rows: RowValues[], key) {
     if (rows.length === 0) return 0;
-    const inserted = (await db(table).insert(rows).onConflict(key).ignore().returning('id')) as unknown[];
+    const inserted = (await db(table).insert(rows).onConflict(key).ignore().returning(key[0]!)) as unknown[];
     return inserted.length;
   },
 
