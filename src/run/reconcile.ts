@@ -22,8 +22,8 @@ import type { PeriodResult, PeriodRunner } from './period.js';
 
 /** At most this many periods older than catchUp are recorded per job and sweep (a long outage takes several sweeps). */
 export const MISSED_PER_SWEEP = 2000;
-/** How often a node writes its anchors (and that it still has its jobs) to the jobs table. */
-const FLUSH_EVERY_MS = 30_000;
+/** How often a node writes its anchors (and that it still has its jobs) to the jobs table: see JOB_SEEN_TTL_MS. */
+const FLUSH_EVERY_MS = 10_000;
 
 export interface ReconcileWindow {
   /** Periods after this instant (the anchor) are looked at. */

@@ -9,8 +9,8 @@
  *    claimed by compare-and-set behind the same lock-then-row rule, and run. A pending attempt of a
  *    job no live node defines is ended `abandoned`.
  *
- * A job is "defined on a live node" when this node has it, or when a node declared it in the jobs
- * table within JOB_SEEN_TTL_MS (nodes re-declare their jobs every 30 s).
+ * A job is "defined on a live node" when this node has it (enabled), or when a node declared it in
+ * the jobs table within JOB_SEEN_TTL_MS (every node re-declares its enabled jobs every 10 s).
  */
 import { errorMessage } from '../errors.js';
 import type { Job } from '../jobs/types.js';
@@ -18,9 +18,8 @@ import type { Logger } from '../log.js';
 import type { JobStore, RunRecord, RunStore } from '../store/types.js';
 import type { PeriodResult, PeriodRunner } from './period.js';
 
-export const JOB_SEEN_TTL_MS = 5 * 60_000;
-/** A pending attempt of a job this node lacks is left to the nodes that have it for this long. */
-const FOREIGN_PENDING_GRACE_MS = 60_000;
+/** Three re-declarations (see Reconciler's flush) missed in a row: no live node has the job. */
+export const JOB_SEEN_TTL_MS = 30_000;
 
 export interface SweepOptions {
   /** Judge leases (false just after the store came back: live runs have not heartbeated yet). */
@@ -39,18 +38,16 @@ export class Takeover {
   ) {}
 
   /**
-   * One sweep. Returns the runs it started (in the background). Throws when the store cannot be read.
+   * One sweep over the node's enabled jobs. Returns the runs it started (in the background). Throws
+   * when the store cannot be read.
    */
   async sweep(jobs: Map<string, Job>, options: SweepOptions = {}): Promise<Promise<PeriodResult>[]> {
     const started: Promise<PeriodResult>[] = [];
     if (options.takeover !== false) await this.takeOverStale(jobs);
     for (const pending of await this.runs.duePending()) {
       const job = jobs.get(pending.job);
-      if (job?.enabled) {
-        started.push(this.runner.runPending(job, pending, { followOwed: options.followOwed }));
-        continue;
-      }
-      await this.abandonForeignPending(pending, job ? 'disabled' : 'unknown');
+      if (job) started.push(this.runner.runPending(job, pending, { followOwed: options.followOwed }));
+      else await this.abandonIfUndefined(pending);
     }
     return started;
   }
@@ -69,21 +66,19 @@ export class Takeover {
     }
   }
 
-  /** A pending attempt of a job this node does not run: abandoned once no live node defines the job. */
-  private async abandonForeignPending(pending: RunRecord, why: 'unknown' | 'disabled'): Promise<void> {
-    const now = await this.runs.now();
-    if (now - (pending.runAt?.getTime() ?? 0) < FOREIGN_PENDING_GRACE_MS) return;
-    if (why === 'unknown' && (await this.seenRecently(pending.job, now))) return;
-    const reason = why === 'unknown' ? 'the job is defined on no live node' : 'the job is disabled';
-    if (await this.runs.abandonPending(pending.id, `owed attempt not run: ${reason}`)) {
-      this.log.warn({ job: pending.job, periodKey: pending.periodKey, attempt: pending.attempt }, `owed attempt abandoned: ${reason}`);
+  /** A pending attempt of a job this node does not run: left to the nodes that have it, abandoned once none does. */
+  private async abandonIfUndefined(pending: RunRecord): Promise<void> {
+    if (await this.seenRecently(pending.job)) return;
+    const reason = 'owed attempt not run: the job is defined on no live node';
+    if (await this.runs.abandonPending(pending.id, reason)) {
+      this.log.warn({ job: pending.job, periodKey: pending.periodKey, attempt: pending.attempt }, reason);
     }
   }
 
-  private async seenRecently(job: string, now?: number): Promise<boolean> {
+  private async seenRecently(job: string): Promise<boolean> {
     const row = (await this.jobStore.get([job])).get(job);
     if (!row) return false;
-    return (now ?? (await this.runs.now())) - row.seenAt < JOB_SEEN_TTL_MS;
+    return (await this.runs.now()) - row.seenAt < JOB_SEEN_TTL_MS;
   }
 
   /** sweep() that logs instead of throwing; null when the store could not be read. */
