@@ -45,9 +45,12 @@ export class StoreUnavailableError extends SchedulerError {
 export class LockUnavailableError extends SchedulerError {
   /** True when the masters answered but repeated split votes left no majority: contention, not an outage. */
   readonly splitVote: boolean;
-  constructor(message: string, options?: { cause?: unknown; splitVote?: boolean }) {
+  /** True when masters did not answer (as opposed to refusing this node): claims can go on through the row. */
+  readonly unreachable: boolean;
+  constructor(message: string, options?: { cause?: unknown; splitVote?: boolean; unreachable?: boolean }) {
     super('E_LOCK_UNAVAILABLE', message, options);
     this.splitVote = options?.splitVote ?? false;
+    this.unreachable = options?.unreachable ?? false;
   }
 }
 

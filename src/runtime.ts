@@ -2,6 +2,7 @@
  * Opening the parts a command needs, in order, and closing them in reverse order.
  */
 import type { Config } from './config/config.js';
+import { LockUnavailableError } from './errors.js';
 import { Claimer } from './claim/claim.js';
 import type { LockProvider } from './claim/lock.js';
 import { NoLockProvider } from './claim/no-lock.js';
@@ -59,15 +60,22 @@ export function createLockProvider(config: Config, log: Logger): LockProvider {
 export async function openRuntime(config: Config, log: Logger): Promise<Runtime> {
   const stores = await openStores(config);
   const lock = createLockProvider(config, log);
+  let lockDown: LockUnavailableError | undefined;
   try {
     await lock.connect();
   } catch (err) {
-    await lock.close().catch(() => {});
-    await stores.close().catch(() => {});
-    throw err;
+    if (err instanceof LockUnavailableError && err.unreachable) {
+      // Losing Redis slows claims down but stops nothing, a node's start included.
+      lockDown = err;
+    } else {
+      await lock.close().catch(() => {});
+      await stores.close().catch(() => {});
+      throw err;
+    }
   }
   const { store, jobStore } = stores;
   const claimer = new Claimer(store, lock, config.nodeId, log);
+  if (lockDown) claimer.lockUnavailable(lockDown);
   const executor = new Executor(store, config.nodeId, log);
   const runner = new PeriodRunner(store, claimer, executor, log);
   const takeover = new Takeover(store, jobStore, runner, config.nodeId, log);

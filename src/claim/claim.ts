@@ -59,6 +59,13 @@ export class Claimer {
     private readonly log: Logger,
   ) {}
 
+  /** The quorum could not be reached (at start): say so once; claims go through the row until it answers. */
+  lockUnavailable(err: Error): void {
+    if (this.lockDown) return;
+    this.lockDown = true;
+    this.log.warn({ err: { message: errorMessage(err) } }, 'Redis quorum unreachable: claims go on through the run row alone');
+  }
+
   isInHand(key: string): boolean {
     return this.inHand.has(key);
   }
@@ -132,9 +139,8 @@ export class Claimer {
         if (!(err instanceof LockUnavailableError)) throw err;
         if (err.splitVote) {
           this.log.debug({ periodKey: key }, 'Redlock split votes: the run row decides this period');
-        } else if (!this.lockDown) {
-          this.lockDown = true;
-          this.log.warn({ err: { message: errorMessage(err) } }, 'Redis quorum unreachable: claims go on through the run row alone');
+        } else {
+          this.lockUnavailable(err);
         }
       }
       const result = await claimRow();

@@ -19,6 +19,9 @@ export interface RedlockOptions {
   commandTimeoutMs?: number;
 }
 
+/** A master's answer that means "wrong credentials", not "not there". */
+const REFUSED_CREDENTIALS = /WRONGPASS|NOAUTH|invalid password|invalid username|ERR AUTH|NOPERM/i;
+
 /** How many split votes in a row before the claim falls back to the row alone. */
 const SPLIT_VOTE_ROUNDS = 3;
 
@@ -43,12 +46,14 @@ export class RedlockProvider implements LockProvider {
   private readonly prefix: string;
   private readonly log: Logger;
   private readonly urls: string[];
+  /** The latest error of each master's connection: what a failed connect() really met. */
+  private readonly lastErrors: Array<Error | undefined> = [];
 
   constructor(options: RedlockOptions) {
     this.urls = options.urls;
     this.prefix = options.prefix;
     this.log = options.log;
-    this.clients = options.urls.map((url) => {
+    this.clients = options.urls.map((url, i) => {
       const client = new Redis(url, {
         lazyConnect: true,
         // Fail fast while a master is down instead of queueing commands: the row takes over.
@@ -60,6 +65,7 @@ export class RedlockProvider implements LockProvider {
       });
       let lastLogged = 0;
       client.on('error', (err) => {
+        this.lastErrors[i] = err;
         // ioredis repeats the same error on every reconnect attempt; keep the log readable.
         if (Date.now() - lastLogged > 30_000) {
           lastLogged = Date.now();
@@ -73,15 +79,22 @@ export class RedlockProvider implements LockProvider {
     this.redlock.on('error', () => {});
   }
 
+  /**
+   * Connects to every master. Credentials a master refuses are a configuration error (thrown, naming
+   * the cause); masters that do not answer are not: the clients keep reconnecting in the background,
+   * and claims go through the run row alone meanwhile (LockUnavailableError with `unreachable`).
+   */
   async connect(): Promise<void> {
     const results = await Promise.allSettled(this.clients.map((c) => c.connect()));
-    const up = results.filter((r) => r.status === 'fulfilled').length;
+    const failed = results.flatMap((r, i) => (r.status === 'rejected' ? [{ url: redactUrl(this.urls[i]!), cause: errorMessage(this.lastErrors[i] ?? r.reason) }] : []));
+    const refused = failed.filter((f) => REFUSED_CREDENTIALS.test(f.cause));
+    if (refused.length > 0) {
+      throw new LockUnavailableError(`Redis refuses this node's credentials: ${refused.map((f) => `${f.url} (${f.cause})`).join(', ')}`);
+    }
     const quorum = Math.floor(this.clients.length / 2) + 1;
+    const up = this.clients.length - failed.length;
     if (up < quorum) {
-      const down = results
-        .map((r, i) => (r.status === 'rejected' ? `${redactUrl(this.urls[i]!)} (${errorMessage(r.reason)})` : null))
-        .filter(Boolean);
-      throw new LockUnavailableError(`Redis quorum unreachable: ${up} of ${this.clients.length} masters answer, ${quorum} needed; down: ${down.join(', ')}`);
+      throw new LockUnavailableError(`Redis quorum unreachable: ${up} of ${this.clients.length} masters answer, ${quorum} needed; down: ${failed.map((f) => `${f.url} (${f.cause})`).join(', ')}`, { unreachable: true });
     }
   }
 
@@ -119,10 +132,16 @@ export class RedlockProvider implements LockProvider {
 
   /** True when one lock value is set on at least `quorum` masters. */
   private async heldByMajority(resource: string, quorum: number): Promise<boolean> {
+    return (await this.majorityValue(resource, quorum)) !== null;
+  }
+
+  /** The lock value set on at least `quorum` masters, or null. */
+  private async majorityValue(resource: string, quorum: number): Promise<string | null> {
     const values = await Promise.all(this.clients.map((c) => c.get(resource).catch(() => null)));
     const counts = new Map<string, number>();
     for (const v of values) if (v !== null) counts.set(v, (counts.get(v) ?? 0) + 1);
-    return [...counts.values()].some((n) => n >= quorum);
+    for (const [v, n] of counts) if (n >= quorum) return v;
+    return null;
   }
 
   private lease(resource: string, initial: Lock): Lease {
@@ -141,13 +160,15 @@ export class RedlockProvider implements LockProvider {
         }
         // The key lapsed (a pause past its TTL, masters restarted empty) or another holder has it.
         // If nobody has it, take it again: the row heartbeat, not this key, says whether the attempt
-        // is still ours. If somebody has it, the lease is lost.
+        // is still ours. Lost only when ANOTHER holder's value is on a majority: this node's own value
+        // left on a surviving master, an absent key or an unreachable quorum is not a loss.
         try {
           lock = await this.redlock.acquire([resource], ttlMs);
           return 'ok';
         } catch (again) {
           if (again instanceof ExecutionError && (await countVotes(again)).locked === 0) return 'unavailable';
-          return 'lost';
+          const holder = await this.majorityValue(resource, Math.floor(this.clients.length / 2) + 1);
+          return holder !== null && holder !== lock.value ? 'lost' : 'unavailable';
         }
       },
       release: async () => {

@@ -40,8 +40,18 @@ const STATUS_ON_ABORT: Record<AbortReason, RunOutcome['status']> = {
   'lease-lost': 'abandoned',
 };
 
+/** How often the self-fencing watchdog looks at the attempts in flight. */
+const FENCE_CHECK_MS = 100;
+
+/** How long before the store's lease would run out a node stops trusting it: a quarter of it, 250 ms to 5 s. */
+export function fenceMargin(lockTtlMs: number): number {
+  return Math.min(5000, Math.max(250, Math.floor(lockTtlMs / 4)));
+}
+
 export class Executor {
   private readonly inFlight = new Map<string, InFlight>();
+  private readonly fences = new Set<() => void>();
+  private fenceTimer: NodeJS.Timeout | undefined;
   private stopping = false;
 
   constructor(
@@ -180,6 +190,20 @@ export class Executor {
     let stopped = false;
     // After the body, a lost lease has nothing left to abort; the conditional outcome write says the rest.
     let bodyDone = false;
+    // Self-fencing, on the monotonic clock: the send time of the last beat the store confirmed (the
+    // claim, at first). The store's lease runs from a moment after it, so a node that aborts at
+    // confirmed + lease - margin aborts before the store can give the lease to another node.
+    let confirmedAt = performance.now();
+    const fenceAfter = job.lockTtlMs - fenceMargin(job.lockTtlMs);
+    const fence = () => {
+      if (stopped || bodyDone || controller.signal.aborted) return;
+      const silent = performance.now() - confirmedAt;
+      if (silent <= fenceAfter) return;
+      log.warn({ unconfirmedMs: Math.round(silent), lockTtlMs: job.lockTtlMs }, 'lease lost: no confirmed heartbeat for too long (self-fencing); aborting the run');
+      controller.abort('lease-lost');
+    };
+    this.fences.add(fence);
+    this.armFences();
     const beat = async () => {
       if (stopped || controller.signal.aborted) return;
       let next = every;
@@ -199,6 +223,7 @@ export class Executor {
           controller.abort('lease-lost');
           return;
         }
+        if (row === true) confirmedAt = Math.max(confirmedAt, began);
         // While the store is away, beat often so that the row is fresh again as soon as it answers.
         if (row === 'unavailable') next = Math.min(every, 200);
       } catch (err) {
@@ -222,8 +247,27 @@ export class Executor {
       stop: () => {
         stopped = true;
         if (timer) clearTimeout(timer);
+        this.fences.delete(fence);
+        this.armFences();
       },
     };
+  }
+
+  /**
+   * One watchdog for every attempt in flight, every FENCE_CHECK_MS. It is a timer like the bodies' own:
+   * after a process pause it fires among the first (its due time is the oldest), so a paused attempt
+   * is aborted before its body's timers go on.
+   */
+  private armFences(): void {
+    if (this.fences.size > 0 && !this.fenceTimer) {
+      this.fenceTimer = setInterval(() => {
+        for (const check of this.fences) check();
+      }, FENCE_CHECK_MS);
+      this.fenceTimer.unref();
+    } else if (this.fences.size === 0 && this.fenceTimer) {
+      clearInterval(this.fenceTimer);
+      this.fenceTimer = undefined;
+    }
   }
 
   /**

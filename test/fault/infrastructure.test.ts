@@ -83,7 +83,7 @@ describe('fault: infrastructure', () => {
     expect([...started].filter((k) => !succeeded.has(k))).toEqual([]);
   });
 
-  it('store cut off and back: no run starts without its row, the in-flight outcome is written afterwards, missed periods are caught up', async () => {
+  it('store cut off and back: no run starts without its row, a run that cannot prove its lease self-fences and is resumed after the store returns, missed periods are caught up', async () => {
     const proxy = new StoreProxy(Number(new URL(db.url).port || 3306));
     proxies.push(proxy);
     await proxy.start();
@@ -101,9 +101,16 @@ describe('fault: infrastructure', () => {
     await sleep(500);
     await proxy.cut();
     const cutAt = Date.now();
-    await sleep(5000);
+    // The long run cannot confirm its lease (3 s) through the cut: it aborts before the store could
+    // give it away (self-fencing on its own monotonic clock), well before the store returns.
+    const fenced = await waitFor('the long run to self-fence', () => cluster.effects().find((e) => e.key === long.key && e.ev === 'abort'), 10_000);
+    expect(fenced.reason).toBe('lease-lost');
+    expect(fenced.t - long.t, 'aborted within its lease of its last confirmed heartbeat').toBeLessThanOrEqual(3000 + 500);
+    expect(fenced.t, 'aborted during the cut').toBeLessThan(cutAt + 5000);
+    await sleep(Math.max(0, cutAt + 5000 - Date.now()));
     await proxy.restore();
-    await waitFor('the long run to end', () => cluster.effects().some((e) => e.key === long.key && e.ev === 'end'), 30_000);
+    // Its attempt ended without an outcome of its own: attempt 2 is owed, and runs once the store is back.
+    await waitFor('the long period to end (attempt 2)', () => cluster.effects().some((e) => e.key === long.key && e.ev === 'end' && e.attempt === 2), 30_000);
     // Missed seconds are caught up; give the cluster time to do it.
     await sleep(5000);
     const t1 = Date.now();
@@ -118,7 +125,8 @@ describe('fault: infrastructure', () => {
     expect(cluster.effects().filter((e) => e.ev === 'start' && !rowKeys.has(`${e.key}#${e.attempt}`))).toEqual([]);
     expect(runs.filter((r) => r.status === 'running')).toEqual([]);
     const longRuns = runs.filter((r) => r.periodKey === long.key);
-    expect(longRuns.map((r) => [r.attempt, r.status])).toEqual([[1, 'succeeded']]);
+    expect(longRuns.map((r) => [r.attempt, r.status]).sort()).toEqual([[1, 'abandoned'], [2, 'succeeded']]);
+    expect(overlappingAttempts(cluster.effects().filter((e) => e.key === long.key), new Map())).toEqual([]);
     // Some seconds during the cut ran late, as catch-up.
     const late = cluster.effects().filter((e) => e.ev === 'start' && e.key.startsWith('steady@') && e.trigger === 'catch-up');
     expect(late.length).toBeGreaterThan(0);

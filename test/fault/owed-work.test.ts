@@ -196,7 +196,9 @@ describe('owed work: attempts that must run whatever happens to the node that ow
     await startNodes(cluster, ['ce1', 'ce2']);
 
     const first = await waitFor('attempt 1 to start', () => effect(cluster, (e) => e.ev === 'start' && e.attempt === 1), 45_000);
-    await sleep(1000);
+    // The body ends 0.7 s into the cut: within its lease since the last confirmed heartbeat (a body
+    // still running lockTtl - margin after it would self-fence, as the fault suite shows).
+    await sleep(Math.max(0, first.t + 2300 - Date.now()));
     await proxy!.cut();
     const cutAt = Date.now();
     const end = await waitFor('the body to end', () => effect(cluster, ev('end', first.key, 1)), 10_000);

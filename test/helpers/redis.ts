@@ -39,16 +39,18 @@ export async function waitFor<T>(what: string, fn: () => Promise<T | undefined |
 export class RedisServer {
   proc: ChildProcess | undefined;
   readonly dir: string;
-  constructor(readonly port: number) {
+  /** @param args extra redis-server arguments (e.g. `--requirepass x`) */
+  constructor(readonly port: number, private readonly args: string[] = []) {
     this.dir = mkdtempSync(join(tmpdir(), `redis-${port}-`));
   }
   get url(): string {
     return `redis://127.0.0.1:${this.port}`;
   }
   async start(): Promise<void> {
-    this.proc = spawn('redis-server', ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', this.dir], { stdio: 'ignore' });
+    this.proc = spawn('redis-server', ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', this.dir, ...this.args], { stdio: 'ignore' });
     await waitFor(`redis on ${this.port}`, async () => {
-      const c = new Redis(this.port, '127.0.0.1', { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+      const pw = this.args.includes('--requirepass') ? this.args[this.args.indexOf('--requirepass') + 1] : undefined;
+      const c = new Redis(this.port, '127.0.0.1', { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null, password: pw });
       c.on('error', () => {});
       try {
         await c.connect();

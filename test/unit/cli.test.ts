@@ -8,6 +8,7 @@ import { existsSync, mkdirSync, symlinkSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BIN, cleanEnv, runCli, type CliResult } from '../helpers/cli.js';
+import { RedisServer, freePort } from '../helpers/redis.js';
 import {
   BROKEN_JOBS, GOOD_JOBS, MIXED_JOBS, ROOT, brokenJobsWithTsSyntaxError, copyFixture, removeTempDirs, tempDir,
 } from './_fixtures.js';
@@ -274,8 +275,17 @@ describe.concurrent('installed use: a symlink, another working directory, a jobs
 describe.concurrent('the store or Redis unreachable at start: exit 4, one clear line, no password', () => {
   const cases: Array<{ what: string; args: string[]; env: () => Record<string, string>; says: RegExp }> = [
     { what: 'MySQL refusing connections (run-once)', args: ['run-once', '--json'], env: () => ({ SCHEDULER_STORE: 'mysql://root:secretpw@127.0.0.1:1/x' }), says: /store mysql:\/\/root:\*\*\*@127\.0\.0\.1:1\/x cannot be reached/ },
-    { what: 'Redis (with a password) refusing connections (run-once <job>)', args: ['run-once', 'plain-mjs'], env: () => ({ SCHEDULER_STORE: sqliteStore(), SCHEDULER_REDIS: 'redis://:secretpw@127.0.0.1:1' }), says: /Redis.*unreachable.*redis:\/\/:\*\*\*@127\.0\.0\.1:1/i },
+    { what: 'Redis refusing the credentials: WRONGPASS (run-once <job>)', args: ['run-once', 'plain-mjs'], env: () => ({ SCHEDULER_STORE: sqliteStore(), SCHEDULER_REDIS: `redis://:secretpw@127.0.0.1:${guarded!.port}` }), says: /Redis refuses this node's credentials: redis:\/\/:\*\*\*@127\.0\.0\.1:\d+ \(WRONGPASS/ },
   ];
+  // A master that wants another password: a configuration error, not an outage.
+  let guarded: RedisServer | undefined;
+  beforeAll(async () => {
+    guarded = new RedisServer(await freePort(), ['--requirepass', 'the-right-one']);
+    await guarded.start();
+  });
+  afterAll(async () => {
+    await guarded?.cleanup();
+  });
   for (const c of cases) {
     it(c.what, async ({ expect }) => {
       const r = await cli([...c.args, '--jobs', GOOD_JOBS], c.env());
@@ -288,4 +298,17 @@ describe.concurrent('the store or Redis unreachable at start: exit 4, one clear 
       expect(r.stdout, 'nothing but the document on stdout').toBe('');
     });
   }
+});
+
+describe('Redis unreachable at start (nothing listening): the command runs, through the run row alone', () => {
+  it('run-once <job> exits 0, ran the job, and says once that the quorum is unreachable', async () => {
+    const r = await cli(['run-once', 'plain-mjs', '--json', '--jobs', GOOD_JOBS], { SCHEDULER_STORE: sqliteStore(), SCHEDULER_REDIS: 'redis://:secretpw@127.0.0.1:1', SCHEDULER_LOG_LEVEL: 'warn' });
+    expect(r.code, show(r)).toBe(0);
+    const doc = JSON.parse(r.stdout) as { runs: Array<{ job: string; status: string }> };
+    expect(doc.runs.map((x) => [x.job, x.status])).toEqual([['plain-mjs', 'succeeded']]);
+    const warnings = lines(r.stderr).filter((l) => l.includes('Redis quorum unreachable'));
+    expect(warnings, r.stderr).toHaveLength(1);
+    expect(warnings[0]).toContain('redis://:***@127.0.0.1:1');
+    expect(r.stdout + r.stderr).not.toContain('secretpw');
+  });
 });

@@ -10,12 +10,12 @@ import { join } from 'node:path';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Job } from '../../src/jobs/types.js';
-import { Executor } from '../../src/run/execute.js';
+import { Executor, fenceMargin } from '../../src/run/execute.js';
 import { KnexRunStore } from '../../src/store/runs.js';
 import type { RunStore } from '../../src/store/types.js';
 
-const LOCK_TTL_MS = 3000; // beats every 1000 ms
-const STALL_MS = 1500; // the first beat's answer takes this long
+const LOCK_TTL_MS = 6000; // beats every 2000 ms; self-fences 4500 ms after the last confirmed beat
+const STALL_MS = 2500; // the first beat's answer takes this long (longer than the interval)
 
 let dir: string;
 let real: KnexRunStore;
@@ -75,8 +75,42 @@ describe('lease keeping after a stalled heartbeat', () => {
     expect(result.recorded).toBe(false);
     expect(beats).toHaveLength(2);
     const answeredAt = beats[0]! + STALL_MS;
-    // Without the fix the second beat waits a full interval (1000 ms) after the late answer.
+    // Without the fix the second beat waits a full interval (2000 ms) after the late answer.
     expect(beats[1]! - answeredAt).toBeLessThan(300);
     expect(abortedAt! - answeredAt).toBeLessThan(300);
+  });
+
+  it('self-fences: with no confirmed heartbeat for lockTtl - margin (the store does not answer), ctx.signal aborts with lease-lost before the lease could lapse', async () => {
+    const ttl = 2000; // margin 500 ms: aborts about 1500 ms after the claim
+    const inserted = await real.insertRun({
+      job: 'fence', scheduledAt: new Date(0), periodKey: 'fence@1970-01-01T00:00:00.000Z', attempt: 1,
+      trigger: 'schedule', nodeId: 'n1', leaseMs: ttl,
+    });
+    if (inserted.outcome !== 'inserted') throw new Error('setup: the row was not inserted');
+    // The real store, except that heartbeats never come back (a black-holed connection).
+    const store = new Proxy(real, {
+      get(target, prop, receiver) {
+        if (prop !== 'heartbeat') return Reflect.get(target, prop, receiver);
+        return () => new Promise<boolean>(() => {});
+      },
+    }) as RunStore;
+    const t0 = performance.now();
+    let abortedAt: number | undefined;
+    const job = {
+      name: 'fence', timeoutMs: null, lockTtlMs: ttl, retries: 0, retryDelayMs: 1000,
+      run: (ctx: { signal: AbortSignal }) => new Promise<void>((resolve) => {
+        ctx.signal.addEventListener('abort', () => {
+          abortedAt = performance.now() - t0;
+          resolve();
+        }, { once: true });
+      }),
+    } as unknown as Job;
+    const result = await new Executor(store, 'n1', pino({ level: 'silent' })).execute(job, inserted.run, null);
+    expect(result.status).toBe('abandoned');
+    expect(abortedAt!).toBeGreaterThanOrEqual(ttl - fenceMargin(ttl) - 50);
+    expect(abortedAt!).toBeLessThan(ttl);
+    // The row was still this node's: the attempt is recorded ended without an outcome, and attempt 2 is owed at once.
+    const rows = await real.periodRuns('fence', new Date(0));
+    expect(rows.map((r) => [r.attempt, r.status])).toEqual([[1, 'abandoned'], [2, 'pending']]);
   });
 });
