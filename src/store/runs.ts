@@ -465,10 +465,17 @@ export class KnexRunStore implements RunStore {
     return q.orderBy([{ column: 'r.started_at', order: 'asc' }, { column: 'r.id', order: 'asc' }]).limit(limit);
   }
 
-  /** The id of the job's newest row (by started_at, then id), or null. */
+  /**
+   * The id of the job's newest row (by started_at, then id), or null. Two probes of
+   * scheduler_runs_job_started (MAX over an index prefix), so no planner walks the started_at index
+   * back from now for a job whose last row is old.
+   */
   private async newestRowId(job: string): Promise<number | null> {
-    const row = await this.wrap('prune: read newest row', () => this.table().select('id').where({ job })
-      .orderBy([{ column: 'started_at', order: 'desc' }, { column: 'id', order: 'desc' }]).first<{ id: number | string } | undefined>());
-    return row ? Number(row.id) : null;
+    return this.wrap('prune: read newest row', async () => {
+      const latest = (await this.table().max({ at: 'started_at' }).where({ job }).first()) as { at: number | string | null } | undefined;
+      if (latest?.at === null || latest?.at === undefined) return null;
+      const row = (await this.table().max({ id: 'id' }).where({ job, started_at: Number(latest.at) }).first()) as { id: number | string | null } | undefined;
+      return row?.id === null || row?.id === undefined ? null : Number(row.id);
+    });
   }
 }
