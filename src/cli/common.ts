@@ -15,6 +15,7 @@ export interface CommonOptions {
   timezone?: string;
   logLevel?: string;
   gracePeriod?: string;
+  retention?: string;
   json?: boolean;
 }
 
@@ -37,7 +38,7 @@ export function configFrom(options: CommonOptions, extra: ConfigFlags = {}): Con
     flags: {
       config: options.config, jobsDir: options.jobs, store: options.store, redis: options.redis,
       redisPrefix: options.redisPrefix, nodeId: options.nodeId, timezone: options.timezone,
-      logLevel: options.logLevel, gracePeriod: options.gracePeriod, ...extra,
+      logLevel: options.logLevel, gracePeriod: options.gracePeriod, retention: options.retention, ...extra,
     },
   });
 }

@@ -2,6 +2,7 @@
 import type { Command } from 'commander';
 import { errorMessage } from '../errors.js';
 import { Scheduler } from '../daemon/scheduler.js';
+import { RetentionPruner } from '../run/retention.js';
 import { openRuntime } from '../runtime.js';
 import { formatDuration } from '../time/duration.js';
 import { describeConfig } from '../config/config.js';
@@ -11,6 +12,7 @@ export function runCommand(program: Command): void {
   withCommonOptions(program.command('run'), { json: false })
     .description('the daemon: schedule every valid job until SIGTERM or SIGINT')
     .option('--grace-period <duration>', 'how long in-flight runs may finish after SIGTERM (SCHEDULER_GRACE_PERIOD, default 30s)')
+    .option('--retention <duration|off>', 'finished runs older than this are pruned in the background, hourly (SCHEDULER_RETENTION, default 30d)')
     .action(async (options: CommonOptions) => {
       const { config, log } = setup(options, 'stdout');
       const { jobs, invalid } = await jobsOf(config);
@@ -25,6 +27,9 @@ export function runCommand(program: Command): void {
 
       const scheduler = new Scheduler({ jobs, store: rt.store, runner: rt.runner, executor: rt.executor, takeover: rt.takeover, reconciler: rt.reconciler, log });
       await scheduler.start();
+      // Off the tick path: its own timer, first a minute after start, then hourly.
+      const pruner = new RetentionPruner({ store: rt.store, retentionMs: config.retentionMs, jobs, log });
+      pruner.start();
 
       await new Promise<void>((resolve) => {
         let stopping = false;
@@ -35,6 +40,7 @@ export function runCommand(program: Command): void {
             return;
           }
           stopping = true;
+          void pruner.stop();
           log.info({ signal, gracePeriod: formatDuration(config.gracePeriodMs) }, 'shutdown requested');
           void scheduler.stop(config.gracePeriodMs).then(resolve, (err) => {
             log.error({ err: { message: errorMessage(err) } }, 'error while stopping');
@@ -44,6 +50,7 @@ export function runCommand(program: Command): void {
         process.on('SIGTERM', onSignal);
         process.on('SIGINT', onSignal);
       });
+      await pruner.stop();
       await rt.close();
       log.info('stopped');
     });

@@ -8,7 +8,7 @@ import { hostname } from 'node:os';
 import { resolve } from 'node:path';
 import { z } from 'zod';
 import { ConfigError } from '../errors.js';
-import { parseDuration, DURATION_EXPECTED } from '../time/duration.js';
+import { formatDuration, parseDuration, DURATION_EXPECTED } from '../time/duration.js';
 import { isValidTimezone } from '../time/schedule.js';
 import { redactUrl } from './redact.js';
 
@@ -28,6 +28,8 @@ export interface Config {
   logLevel: string;
   /** How long in-flight runs may go on after SIGTERM before ctx.signal aborts with 'shutdown'. */
   gracePeriodMs: number;
+  /** How long finished run rows are kept (`prune` and the daemon's background pruning); null: 'off', kept for ever. */
+  retentionMs: number | null;
   /** Where the config file came from, if any (for messages). */
   configFile?: string;
 }
@@ -42,6 +44,7 @@ export const DEFAULTS = {
   http: 'off',
   logLevel: 'info',
   gracePeriod: '30s',
+  retention: '30d',
 } as const;
 
 /** Setting name -> environment variable and flag. */
@@ -55,6 +58,7 @@ const SETTINGS = {
   http: { env: 'SCHEDULER_HTTP', flag: '--http' },
   logLevel: { env: 'SCHEDULER_LOG_LEVEL', flag: '--log-level' },
   gracePeriod: { env: 'SCHEDULER_GRACE_PERIOD', flag: '--grace-period' },
+  retention: { env: 'SCHEDULER_RETENTION', flag: '--retention' },
 } as const;
 
 export type SettingName = keyof typeof SETTINGS;
@@ -155,10 +159,14 @@ export function loadConfig(options: LoadOptions = {}): Config {
   const gracePeriodMs = parseDuration(graceRaw.value);
   if (gracePeriodMs === undefined) fail(graceRaw, DURATION_EXPECTED);
 
+  const retentionRaw = raw('retention', DEFAULTS.retention);
+  const retentionMs = parseRetention(retentionRaw, fail);
+
   return {
     jobsDir, store, redis, redisPrefix, nodeId, timezone, http,
     logLevel: logLevel.data as string,
     gracePeriodMs: gracePeriodMs as number,
+    retentionMs,
     configFile,
   };
 }
@@ -229,6 +237,16 @@ function parseHttp(r: Raw, fail: Fail): Config['http'] {
   return { host: match[1].replace(/^\[|\]$/g, ''), port };
 }
 
+export const RETENTION_EXPECTED = "a duration such as '30d', '12h' or '1d12h' (more than 0), or 'off'";
+
+/** How long finished rows are kept: a positive duration, or 'off' (null: never pruned). */
+function parseRetention(r: Raw, fail: Fail): number | null {
+  if (typeof r.value === 'string' && r.value.trim().toLowerCase() === 'off') return null;
+  const ms = parseDuration(r.value);
+  if (ms === undefined || ms <= 0) return fail(r, RETENTION_EXPECTED);
+  return ms;
+}
+
 /** The configuration as it may be shown: secrets redacted. */
 export function describeConfig(config: Config): Record<string, unknown> {
   return {
@@ -241,6 +259,7 @@ export function describeConfig(config: Config): Record<string, unknown> {
     http: config.http === 'off' ? 'off' : `${config.http.host}:${config.http.port}`,
     logLevel: config.logLevel,
     gracePeriodMs: config.gracePeriodMs,
+    retention: config.retentionMs === null ? 'off' : formatDuration(config.retentionMs),
     configFile: config.configFile ?? null,
   };
 }

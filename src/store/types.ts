@@ -101,6 +101,29 @@ export interface PeriodRange {
   toMs: number;
 }
 
+export interface PruneOptions {
+  /** Rows whose started_at is older than this long before now (the store's clock) may go. */
+  olderThanMs: number;
+  /** Count what would be deleted, delete nothing. */
+  dryRun?: boolean;
+  /** Ids per DELETE (default 1000). */
+  batchSize?: number;
+  /** Checked between batches: an aborted prune stops after the batch in hand (what was deleted stays counted). */
+  signal?: AbortSignal;
+}
+
+export interface PruneResult {
+  /** 'locked': another node holds the prune lock; nothing was read or deleted. 'aborted': stopped by the signal. */
+  outcome: 'pruned' | 'locked' | 'aborted';
+  /** Rows deleted (with dryRun: rows that would be). */
+  deleted: number;
+  /** Rows whose started_at is before this instant (store clock) were candidates. */
+  cutoff: Date;
+  dryRun: boolean;
+  /** DELETE statements sent (0 with dryRun). */
+  batches: number;
+}
+
 export interface RunStore {
   readonly kind: 'sqlite' | 'mysql' | 'postgres';
   /** Creates or upgrades the tables; safe when several nodes call it at once. */
@@ -160,6 +183,13 @@ export interface RunStore {
   history(query: HistoryQuery): Promise<RunRecord[]>;
   /** The store's clock, epoch ms. */
   now(): Promise<number>;
+  /**
+   * Deletes finished rows (not 'pending' or 'running') whose started_at is older than the cutoff,
+   * in batches, under the advisory lock 'prune' (another node pruning: outcome 'locked', nothing done).
+   * Never deleted: a job's newest row (by started_at, id), a pending or running row, and any row of a
+   * period that still has a pending or running attempt (its earlier attempts count for the retry rules).
+   */
+  prune(options: PruneOptions): Promise<PruneResult>;
   close(): Promise<void>;
 }
 

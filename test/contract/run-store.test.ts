@@ -8,9 +8,10 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import knexFactory, { type Knex } from 'knex';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { StoreConfig } from '../../src/config/config.js';
 import { StoreUnavailableError } from '../../src/errors.js';
+import { Database } from '../../src/store/database.js';
 import { KnexRunStore } from '../../src/store/runs.js';
 import { MIGRATIONS_TABLE, RUNS_TABLE, migrationSource } from '../../src/store/migrations.js';
 import type { NewRun, RunStore, SkippedRun } from '../../src/store/types.js';
@@ -574,6 +575,182 @@ export function describeRunStore(backend: Backend): void {
       // And the store still works afterwards.
       expect((await store.insertRun(newRun(job, new Date(BASE)))).outcome).toBe('inserted');
     });
+
+    describe('prune', () => {
+      const DAY = 86_400_000;
+      let pdb: FreshStore;
+      let ps: KnexRunStore;
+      let k: Knex;
+
+      beforeAll(async () => {
+        // A database of its own: prune works on the whole table, and the counts below are exact.
+        pdb = await backend.fresh();
+        extraDbs.push(pdb);
+        ps = await KnexRunStore.open(pdb.config);
+        await ps.migrate();
+        k = inspector(pdb.config);
+      });
+
+      afterAll(async () => {
+        await k?.destroy();
+        await ps?.close();
+      });
+
+      // Each case starts from an empty table (the database is this block's alone).
+      beforeEach(async () => {
+        await k(RUNS_TABLE).del();
+      });
+
+      /** Moves rows' started_at back by `ms` behind the store's back (the store stamps them with its clock). */
+      async function age(ids: string[], ms: number): Promise<void> {
+        await k(RUNS_TABLE).whereIn('id', ids.map(Number)).update({ started_at: k.raw('started_at - ?', [ms]) });
+      }
+
+      async function ids(job: string): Promise<string[]> {
+        return (await k(RUNS_TABLE).select('id').where({ job }).orderBy('id')).map((r: { id: number | string }) => String(r.id));
+      }
+
+      /** n finished rows of `job` (succeeded, failed, skipped in turn), one period a minute from `from`. */
+      async function finished(job: string, n: number, from = BASE): Promise<string[]> {
+        const out: string[] = [];
+        for (let i = 0; i < n; i++) {
+          const at = new Date(from + i * MINUTE);
+          if (i % 3 === 2) {
+            await ps.insertSkipped([skipped(job, at)]);
+            out.push((await ps.periodRuns(job, at))[0]!.id);
+            continue;
+          }
+          const r = await inserted(ps, newRun(job, at));
+          await ps.finishRun(r.id, 'node-a', i % 3 === 0 ? { status: 'succeeded' } : { status: 'failed', error: 'boom' });
+          out.push(r.id);
+        }
+        return out;
+      }
+
+      it('deletes old finished rows in batches; rows younger than the cutoff stay; the cutoff is by the store clock', async () => {
+        const job = `prune-${uid()}`;
+        const old = await finished(job, 20);
+        const young = await finished(job, 5, BASE + 100 * MINUTE);
+        await age(old, 10 * DAY);
+        await age(young.slice(0, 2), 4 * DAY);
+        const before = await ps.now();
+        const res = await ps.prune({ olderThanMs: 5 * DAY, batchSize: 7 });
+        const after = await ps.now();
+        expect(res).toMatchObject({ outcome: 'pruned', deleted: 20, dryRun: false, batches: 3 });
+        expect(res.cutoff.getTime()).toBeGreaterThanOrEqual(before - 5 * DAY - 2);
+        expect(res.cutoff.getTime()).toBeLessThanOrEqual(after - 5 * DAY + 2);
+        expect(await ids(job)).toEqual(young);
+        // Nothing more to do.
+        expect(await ps.prune({ olderThanMs: 5 * DAY, batchSize: 7 })).toMatchObject({ outcome: 'pruned', deleted: 0, batches: 0 });
+      });
+
+      it("keeps each job's newest row (by started_at, then id) even when it is old", async () => {
+        const a = `prune-new-a-${uid()}`;
+        const b = `prune-new-b-${uid()}`;
+        const c = `prune-new-c-${uid()}`;
+        const rowsA = await finished(a, 4);
+        const rowsB = await finished(b, 1);
+        const rowsC = await finished(c, 3);
+        // a: the newest by started_at is the first row inserted.
+        await age(rowsA.slice(1), 20 * DAY);
+        await age(rowsA.slice(0, 1), 10 * DAY);
+        await age(rowsB, 20 * DAY);
+        // c: all three at the same instant: the highest id is the newest.
+        const same = (await ps.now()) - 20 * DAY;
+        await k(RUNS_TABLE).whereIn('id', rowsC.map(Number)).update({ started_at: same });
+        expect(await ps.prune({ olderThanMs: 5 * DAY, batchSize: 2 })).toMatchObject({ outcome: 'pruned', deleted: 3 + 0 + 2 });
+        expect(await ids(a)).toEqual([rowsA[0]]);
+        expect(await ids(b)).toEqual(rowsB);
+        expect(await ids(c)).toEqual([rowsC[2]]);
+        // And lastRuns still finds each job's last run.
+        expect([...(await ps.lastRuns([a, b, c])).values()].map((r) => r.id).sort()).toEqual([rowsA[0], rowsB[0], rowsC[2]].sort());
+      });
+
+      it('keeps pending and running rows, and every attempt of a period that has one', async () => {
+        const job = `prune-live-${uid()}`;
+        // Period 0: attempt 1 failed with a retry owed (attempt 2 pending).
+        const a1 = await inserted(ps, newRun(job, new Date(BASE)));
+        const end = await ps.endAttempt(a1, 'node-a', { status: 'failed', error: 'boom' }, { retries: 3, retryDelayMs: 3_600_000 });
+        expect(end.next?.status).toBe('pending');
+        // Period 1: attempt 1 abandoned, attempt 2 running.
+        const b1 = await inserted(ps, newRun(job, new Date(BASE + MINUTE)));
+        await ps.finishRun(b1.id, 'node-a', { status: 'abandoned' });
+        const b2 = await inserted(ps, newRun(job, new Date(BASE + MINUTE), { attempt: 2 }));
+        // Period 2: a running attempt alone. Period 3: succeeded (the only row that may go). Period 4: the newest.
+        const c1 = await inserted(ps, newRun(job, new Date(BASE + 2 * MINUTE)));
+        const [d1] = await finished(job, 1, BASE + 3 * MINUTE);
+        const [e1] = await finished(job, 1, BASE + 4 * MINUTE);
+        await age([a1.id, end.next!.id, b1.id, b2.id, c1.id, d1!], 30 * DAY);
+        await age([e1!], 20 * DAY);
+        expect(await ps.prune({ olderThanMs: DAY, dryRun: true })).toMatchObject({ outcome: 'pruned', deleted: 1, dryRun: true });
+        expect(await ps.prune({ olderThanMs: DAY })).toMatchObject({ outcome: 'pruned', deleted: 1 });
+        expect(await ids(job)).toEqual([a1.id, end.next!.id, b1.id, b2.id, c1.id, e1].sort((x, y) => Number(x) - Number(y)));
+        // Once the period's live attempt has ended, its old attempts may go.
+        await ps.finishRun(b2.id, 'node-a', { status: 'succeeded' });
+        expect(await ps.prune({ olderThanMs: DAY })).toMatchObject({ deleted: 2 });
+        expect(await ids(job)).toEqual([a1.id, end.next!.id, c1.id, e1].sort((x, y) => Number(x) - Number(y)));
+      });
+
+      it('a dry run deletes nothing and counts what the prune then deletes', async () => {
+        const job = `prune-dry-${uid()}`;
+        const rows = await finished(job, 12);
+        await age(rows, 40 * DAY);
+        const dry = await ps.prune({ olderThanMs: 30 * DAY, dryRun: true, batchSize: 5 });
+        expect(dry).toMatchObject({ outcome: 'pruned', deleted: 11, dryRun: true, batches: 0 });
+        expect(await ids(job)).toEqual(rows);
+        // A cutoff before every row: nothing at all.
+        expect(await ps.prune({ olderThanMs: 50 * DAY })).toMatchObject({ deleted: 0 });
+        const real = await ps.prune({ olderThanMs: 30 * DAY, batchSize: 5 });
+        expect(real).toMatchObject({ outcome: 'pruned', deleted: 11, dryRun: false, batches: 3 });
+        expect(await ids(job)).toEqual([rows[11]]);
+      });
+
+      it('an aborted signal stops before the next batch', async () => {
+        const job = `prune-abort-${uid()}`;
+        const rows = await finished(job, 4);
+        await age(rows, 40 * DAY);
+        const ac = new AbortController();
+        ac.abort();
+        expect(await ps.prune({ olderThanMs: DAY, signal: ac.signal })).toMatchObject({ outcome: 'aborted', deleted: 0 });
+        expect(await ids(job)).toEqual(rows);
+        expect(await ps.prune({ olderThanMs: DAY })).toMatchObject({ outcome: 'pruned', deleted: 3 });
+      });
+
+      it("another session holding the lock 'prune': skipped, nothing deleted (SQLite has no such lock: one writer at a time)", async () => {
+        const job = `prune-lock-${uid()}`;
+        const rows = await finished(job, 3);
+        await age(rows, 40 * DAY);
+        const other = await Database.open(pdb.config);
+        try {
+          const inside = await other.dialect.tryAdvisoryLock(other.knex, 'prune', () => ps.prune({ olderThanMs: DAY }));
+          expect(inside).not.toBeNull();
+          if (pdb.config.kind === 'sqlite') expect(inside).toMatchObject({ outcome: 'pruned', deleted: 2 });
+          else {
+            expect(inside).toMatchObject({ outcome: 'locked', deleted: 0, batches: 0 });
+            expect(await ids(job)).toEqual(rows);
+          }
+        } finally {
+          await other.close();
+        }
+        // The lock is free again afterwards.
+        expect(await ps.prune({ olderThanMs: DAY })).toMatchObject({ outcome: 'pruned' });
+        expect(await ids(job)).toEqual([rows[2]]);
+      });
+
+      it('two prunes at once from two nodes: one skips or both end consistent, every old row deleted once', async () => {
+        const jobs = [`prune-race-a-${uid()}`, `prune-race-b-${uid()}`];
+        const rows = [await finished(jobs[0]!, 30), await finished(jobs[1]!, 25)];
+        await age([...rows[0]!, ...rows[1]!], 40 * DAY);
+        await withStores(2, pdb.config, async ([s1, s2]) => {
+          const results = await Promise.all([s1!.prune({ olderThanMs: DAY, batchSize: 4 }), s2!.prune({ olderThanMs: DAY, batchSize: 4 })]);
+          for (const r of results) expect(['pruned', 'locked']).toContain(r.outcome);
+          expect(results[0]!.deleted + results[1]!.deleted).toBe(29 + 24);
+        });
+        expect(await ids(jobs[0]!)).toEqual([rows[0]![29]]);
+        expect(await ids(jobs[1]!)).toEqual([rows[1]![24]]);
+      });
+    });
+
   });
 }
 

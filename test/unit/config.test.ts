@@ -61,6 +61,7 @@ describe('defaults', () => {
     expect(c.logLevel).toBe('info');
     expect(c.http).toBe('off');
     expect(c.gracePeriodMs).toBe(30_000);
+    expect(c.retentionMs).toBe(30 * 86_400_000);
     expect(c.nodeId).toBe(`${hostname()}-${process.pid}`);
     expect(c.configFile).toBeUndefined();
   });
@@ -174,6 +175,29 @@ describe('precedence: defaults < config file < environment < flags', () => {
   });
 });
 
+describe('retention', () => {
+  it('default 30d; a duration or off from the file, the environment or the flag', () => {
+    expect(loadConfig({ cwd, env: {} }).retentionMs).toBe(30 * 86_400_000);
+    expect(describeConfig(loadConfig({ cwd, env: {} })).retention).toBe('30d');
+    writeJson(join(cwd, 'config', 'scheduler.json'), { retention: '7d' });
+    expect(loadConfig({ cwd, env: {} }).retentionMs).toBe(7 * 86_400_000);
+    expect(loadConfig({ cwd, env: { SCHEDULER_RETENTION: 'off' } }).retentionMs).toBeNull();
+    expect(describeConfig(loadConfig({ cwd, env: { SCHEDULER_RETENTION: 'off' } })).retention).toBe('off');
+    expect(loadConfig({ cwd, env: { SCHEDULER_RETENTION: 'off' }, flags: { retention: '1d12h' } }).retentionMs).toBe(36 * 3_600_000);
+    expect(loadConfig({ cwd, env: { SCHEDULER_RETENTION: 'OFF' } }).retentionMs).toBeNull();
+  });
+
+  it('milliseconds as a JSON number in the file are a duration too', () => {
+    writeJson(join(cwd, 'config', 'scheduler.json'), { retention: 86_400_000 });
+    expect(loadConfig({ cwd, env: {} }).retentionMs).toBe(86_400_000);
+  });
+
+  it('a bad value in the file names the file key', () => {
+    writeJson(join(cwd, 'config', 'scheduler.json'), { retention: true });
+    expectOneLine(refusal({ cwd, env: {} }).message, 'scheduler.json', 'retention', 'true', "'off'");
+  });
+});
+
 describe('bad values are refused with one line naming the setting, the value and what was expected', () => {
   const cases: Array<{ what: string; env?: Record<string, string>; flags?: LoadOptions['flags']; names: string[] }> = [
     { what: 'store with an unknown scheme', env: { SCHEDULER_STORE: 'ftp://x' }, names: ['SCHEDULER_STORE', 'ftp://x', 'sqlite:', 'mysql://', 'postgres://'] },
@@ -195,6 +219,9 @@ describe('bad values are refused with one line naming the setting, the value and
     { what: 'http without a host', env: { SCHEDULER_HTTP: ':8080' }, names: ['SCHEDULER_HTTP', ':8080'] },
     { what: 'grace period that is not a duration', env: { SCHEDULER_GRACE_PERIOD: 'soon' }, names: ['SCHEDULER_GRACE_PERIOD', 'soon', '30s'] },
     { what: 'negative grace period', flags: { gracePeriod: '-5s' }, names: ['--grace-period', '-5s'] },
+    { what: 'retention that is not a duration', env: { SCHEDULER_RETENTION: 'forever' }, names: ['SCHEDULER_RETENTION', 'forever', '30d', "'off'"] },
+    { what: 'retention of zero', env: { SCHEDULER_RETENTION: '0d' }, names: ['SCHEDULER_RETENTION', '0d', 'more than 0'] },
+    { what: 'negative retention (flag)', flags: { retention: '-30d' }, names: ['--retention', '-30d', "'off'"] },
     { what: 'node id longer than 100 characters', env: { SCHEDULER_NODE_ID: 'n'.repeat(101) }, names: ['SCHEDULER_NODE_ID', 'n'.repeat(101), '100'] },
   ];
   for (const c of cases) {
