@@ -22,20 +22,27 @@ const TRANSIENT = new Set([
   1969, // ER_STATEMENT_TIMEOUT (MariaDB max_statement_time)
   3024, // ER_QUERY_TIMEOUT (MySQL max_execution_time)
 ]);
-const UNAVAILABLE = new Set([1040, 1045, 1049, 1053, 1927, 2002, 2003, 2006, 2013, 1152, 1158, 1159, 1160, 1161]);
+// 4031: MySQL 8.0.24+ ER_CLIENT_INTERACTION_TIMEOUT (disconnected for inactivity, wait_timeout).
+const UNAVAILABLE = new Set([1040, 1045, 1049, 1053, 1927, 2002, 2003, 2006, 2013, 1152, 1158, 1159, 1160, 1161, 4031]);
 const PRIVILEGE = new Set([1142, 1143, 1044, 1227, 1370]);
 const UNAVAILABLE_CODES = new Set(['PROTOCOL_CONNECTION_LOST', 'PROTOCOL_SEQUENCE_TIMEOUT', 'ER_CON_COUNT_ERROR', 'ER_ACCESS_DENIED_ERROR', 'ER_BAD_DB_ERROR', 'ER_SERVER_SHUTDOWN']);
 
-/** The lock name: per database, so that schedulers of different databases do not wait for each other (64 characters at most). */
-const LOCK_NAME = "LEFT(CONCAT('scheduler:', ?, ':', DATABASE()), 64)";
+/**
+ * The lock name: per database, so that schedulers of different databases do not wait for each other.
+ * GET_LOCK takes 64 characters at most: a longer name is hashed whole (cutting it would cut the
+ * database name, and two databases sharing a long prefix would block each other).
+ */
+const FULL_LOCK_NAME = "CONCAT('scheduler:', ?, ':', DATABASE())";
+const LOCK_NAME = `IF(CHAR_LENGTH(${FULL_LOCK_NAME}) <= 64, ${FULL_LOCK_NAME}, CONCAT('scheduler:', SHA1(${FULL_LOCK_NAME})))`;
+const lockBindings = (name: string): string[] => [name, name, name];
 
 async function tryLock(knex: Knex, conn: unknown, name: string): Promise<boolean> {
-  const [rows] = (await knex.raw(`SELECT GET_LOCK(${LOCK_NAME}, 0) AS got`, [name]).connection(conn)) as unknown as [Array<{ got: number | null }>];
+  const [rows] = (await knex.raw(`SELECT GET_LOCK(${LOCK_NAME}, 0) AS got`, lockBindings(name)).connection(conn)) as unknown as [Array<{ got: number | null }>];
   return Number(rows[0]?.got) === 1;
 }
 
 async function unlock(knex: Knex, conn: unknown, name: string): Promise<void> {
-  await knex.raw(`SELECT RELEASE_LOCK(${LOCK_NAME})`, [name]).connection(conn);
+  await knex.raw(`SELECT RELEASE_LOCK(${LOCK_NAME})`, lockBindings(name)).connection(conn);
 }
 
 async function insertOne(db: Knex | Knex.Transaction, table: string, row: RowValues, withReturning: boolean): Promise<Record<string, unknown> | null> {
@@ -59,9 +66,24 @@ async function insertOne(db: Knex | Knex.Transaction, table: string, row: RowVal
   }
 }
 
+/**
+ * The driver's message, for an error that lost its code on the way: knex's migrator re-throws a
+ * failure to take its lock row as a bare Error (name 'MigrationLocked') with only the message, e.g.
+ * "update `scheduler_migrations_lock` ... - UPDATE command denied to user 'app'@'10.0.0.5' for table ...".
+ */
+const MESSAGE_CLASSES: Array<[RegExp, ErrorClass]> = [
+  [/Duplicate entry .* for key/, 'duplicate'],
+  [/command denied to user|Access denied for user '[^']*'@'[^']*' to database/, 'privilege'],
+  [/Deadlock found when trying to get lock|Lock wait timeout exceeded|in a READ ONLY transaction|max_statement_time exceeded|--read-only option/i, 'transient'],
+];
+
 export function classifyMysql(err: unknown): ErrorClass {
-  const e = err as { code?: string; errno?: number; fatal?: boolean } | undefined;
+  const e = err as { code?: string; errno?: number; fatal?: boolean; message?: string } | undefined;
   const errno = Number(e?.errno ?? 0);
+  if (!errno && !e?.code) {
+    const byMessage = MESSAGE_CLASSES.find(([re]) => re.test(String(e?.message ?? '')));
+    if (byMessage) return byMessage[1];
+  }
   if (e?.code === 'ER_DUP_ENTRY' || errno === 1062) return 'duplicate';
   if (TRANSIENT.has(errno)) return 'transient';
   if (PRIVILEGE.has(errno)) return 'privilege';

@@ -10,6 +10,23 @@ pg.types.setTypeParser(20, (v: string) => Number(v));
 /** SQLSTATE classes and codes: https://www.postgresql.org/docs/current/errcodes-appendix.html */
 const TRANSIENT = new Set(['40001', '40P01', '25006', '55P03', '57014', '53200', '53400']);
 const UNAVAILABLE = new Set(['57P01', '57P02', '57P03', '53300', '28P01', '28000', '3D000', '08000', '08001', '08003', '08004', '08006', '08P01']);
+/**
+ * pg's own errors for a client whose connection is gone, with no SQLSTATE: a backend terminated
+ * (pg_terminate_backend, idle_session_timeout, a restart) while the connection sat idle is reported
+ * on the next query as "Client has encountered a connection error and is not queryable".
+ */
+const LOST_CONNECTION = /is not queryable|Connection terminated/i;
+
+/**
+ * The server's message, for an error that lost its SQLSTATE on the way: knex's migrator re-throws a
+ * failure to take its lock row as a bare Error (name 'MigrationLocked') with only the message, e.g.
+ * 'update "scheduler_migrations_lock" ... - permission denied for table scheduler_migrations_lock'.
+ */
+const MESSAGE_CLASSES: Array<[RegExp, ErrorClass]> = [
+  [/duplicate key value violates unique constraint/, 'duplicate'],
+  [/permission denied for /, 'privilege'],
+  [/deadlock detected|could not serialize access|canceling statement due to (lock|statement) timeout|in a read-only transaction/, 'transient'],
+];
 
 /** Advisory lock keys: a name hashed to a signed 32-bit integer (the two-key form keeps 0x5c4ed as our namespace). */
 function lockKey(name: string): number {
@@ -64,10 +81,14 @@ export const postgresDialect: Dialect = {
 
   classify(err): ErrorClass {
     const code = String((err as { code?: string } | undefined)?.code ?? '');
+    if (!code) {
+      const byMessage = MESSAGE_CLASSES.find(([re]) => re.test(String((err as Error | undefined)?.message ?? '')));
+      if (byMessage) return byMessage[1];
+    }
     if (code === '23505') return 'duplicate';
     if (TRANSIENT.has(code)) return 'transient';
     if (code === '42501') return 'privilege';
-    if (UNAVAILABLE.has(code) || code.startsWith('08') || isSocketError(err)) return 'unavailable';
+    if (UNAVAILABLE.has(code) || code.startsWith('08') || isSocketError(err) || LOST_CONNECTION.test(String((err as Error | undefined)?.message ?? ''))) return 'unavailable';
     return 'data';
   },
 

@@ -58,7 +58,9 @@ export const sqliteDialect: Dialect = {
     const code = String((err as { code?: string } | undefined)?.code ?? '');
     if (code === 'SQLITE_CONSTRAINT_UNIQUE' || code === 'SQLITE_CONSTRAINT_PRIMARYKEY') return 'duplicate';
     if (code.startsWith('SQLITE_BUSY') || code.startsWith('SQLITE_LOCKED') || /database is locked/i.test(String((err as Error)?.message))) return 'transient';
-    if (code.startsWith('SQLITE_CANTOPEN') || code === 'SQLITE_IOERR' || code === 'SQLITE_READONLY' || isSocketError(err)) return 'unavailable';
+    // better-sqlite3 reports extended result codes (SQLITE_IOERR_WRITE, SQLITE_READONLY_DBMOVED, ...), and
+    // refuses a file in a missing directory itself, before SQLite (a TypeError, no code).
+    if (code.startsWith('SQLITE_CANTOPEN') || code.startsWith('SQLITE_IOERR') || code.startsWith('SQLITE_READONLY') || isSocketError(err) || /^Cannot open database because the directory does not exist/.test(String((err as Error | undefined)?.message ?? ''))) return 'unavailable';
     if (code === 'SQLITE_AUTH' || code === 'SQLITE_PERM') return 'privilege';
     return 'data';
   },
