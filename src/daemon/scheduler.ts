@@ -32,7 +32,7 @@ const SWEEP_EVERY_MS = 1000;
  * The reconciler looks at periods up to this long before now: a tick claims its period ahead of the
  * instant, so a period without a row this old was not claimed (or its claim failed).
  */
-export const RECONCILE_MARGIN_MS = 2000;
+export const RECONCILE_MARGIN_MS = 3000;
 
 interface JobState {
   job: Job;
