@@ -81,7 +81,7 @@ export class Scheduler {
   async start(): Promise<void> {
     const { log, reconciler } = this.options;
     const now = this.now();
-    await reconciler.declare(this.states.map((s) => s.job), now, 'next');
+    await reconciler.declare(this.states.map((s) => s.job), now, 'next', this.options.jobs.filter((j) => !j.enabled));
     for (const state of this.states) {
       state.cursor = now;
       state.next = nextPeriodAfter(state.job.schedule, now);

@@ -154,6 +154,8 @@ export class Reconciler {
   missedPeriods = 0;
   /** Jobs whose catch-up runs this node is going through now: not dispatched again meanwhile. */
   private readonly catchingUp = new Set<string>();
+  /** Disabled jobs of this node: their anchors follow now, they are not declared seen. */
+  private readonly idle = new Set<string>();
 
   constructor(
     private readonly runs: RunStore,
@@ -163,8 +165,13 @@ export class Reconciler {
     private readonly log: Logger,
   ) {}
 
-  /** Declares the jobs in the jobs table (new ones with their anchors) and takes up their anchors. */
-  async declare(jobs: Job[], now: Date, fresh: 'next' | 'catch-up'): Promise<void> {
+  /**
+   * Declares the jobs in the jobs table (new ones with their anchors) and takes up their anchors.
+   * `disabled` jobs are not declared (a pending attempt of a job no node runs must end) but their
+   * anchors follow now, so that enabling a job again does not record its disabled time as missed.
+   */
+  async declare(jobs: Job[], now: Date, fresh: 'next' | 'catch-up', disabled: Job[] = []): Promise<void> {
+    for (const job of disabled) this.idle.add(job.name);
     if (jobs.length === 0) return;
     const from = await anchors(this.runs, this.jobs, jobs, now, fresh);
     const rows = await this.jobs.declare(jobs.map((j) => ({ name: j.name, reconciledThrough: from.get(j.name)!.through })));
@@ -270,7 +277,9 @@ export class Reconciler {
     if (!force && Date.now() - this.lastFlush < FLUSH_EVERY_MS) return;
     this.lastFlush = Date.now();
     this.dirty = false;
-    await this.jobs.advance(new Map(this.through));
+    const now = Date.now();
+    const idle = [...this.idle].filter((name) => !this.through.has(name)).map((name) => [name, now] as [string, number]);
+    await this.jobs.advance(new Map([...this.through, ...idle]), [...this.through.keys()]);
   }
 
   get hasUnflushed(): boolean {

@@ -56,7 +56,7 @@ export class KnexJobStore implements JobStore {
     }
   }
 
-  async advance(through: Map<string, number>): Promise<void> {
+  async advance(through: Map<string, number>, seen: string[] = [...through.keys()]): Promise<void> {
     const entries = [...through];
     for (let i = 0; i < entries.length; i += CHUNK) {
       const chunk = entries.slice(i, i + CHUNK);
@@ -66,8 +66,8 @@ export class KnexJobStore implements JobStore {
         .whereIn('name', chunk.map(([name]) => name))
         .update({
           reconciled_through: this.knex.raw(`CASE WHEN reconciled_through IS NULL OR reconciled_through < (?) THEN (?) ELSE reconciled_through END`, [value, value]),
-          seen_at: this.db.nowRaw(),
         }));
     }
+    await this.touch(seen);
   }
 }

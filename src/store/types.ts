@@ -208,6 +208,6 @@ export interface JobStore {
   get(names: string[]): Promise<Map<string, JobRecord>>;
   /** Inserts jobs not in the table yet (others are left as they are), then marks every named one seen. */
   declare(jobs: Array<{ name: string; reconciledThrough: number | null }>): Promise<Map<string, JobRecord>>;
-  /** Moves reconciled_through forward (never back) and marks the jobs seen. */
-  advance(through: Map<string, number>): Promise<void>;
+  /** Moves reconciled_through forward (never back), and marks the `seen` jobs (default: all of them) as declared by a live node. */
+  advance(through: Map<string, number>, seen?: string[]): Promise<void>;
 }
