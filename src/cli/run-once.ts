@@ -36,7 +36,7 @@ export function runOnceCommand(program: Command): void {
     .option('--force', 'with --period: run a period that already succeeded')
     .option('--dry-run', 'run bodies with ctx.dryRun = true; no run row, no lock')
     .addHelpText('after', `
-Exit: 0 all ran (or nothing was due), 1 a run failed, 2 bad usage or job files, 3 refused, 4 store or Redis unreachable.
+Exit: 0 all ran (or nothing was due), 1 a period's last attempt failed, 2 bad usage or job files, 3 refused, 4 store or Redis unreachable.
 
 Examples:
   scheduler run-once                                   # a pass, for a systemd timer or a Kubernetes CronJob
@@ -84,10 +84,22 @@ Examples:
         }
       }
       print(options.json, report, () => render(report));
-      const failed = report.runs.some((r) => FAILED.has(r.status)) || report.notRun.some((n) => n.outcome === 'error');
+      // A period is judged by its last attempt here: a failure that a later attempt of the same period
+      // (a retry this process waited for) made good is in the report and the history, not in the exit code.
+      const failed = finalAttempts(report.runs).some((r) => FAILED.has(r.status)) || report.notRun.some((n) => n.outcome === 'error');
       const refused = report.notRun.some((n) => n.outcome === 'refused');
       process.exitCode = failed ? EXIT.failed : refused ? EXIT.refused : invalid.length > 0 ? EXIT.invalid : EXIT.ok;
     });
+}
+
+/** The last attempt of each period in the report. */
+function finalAttempts(runs: AttemptResult[]): AttemptResult[] {
+  const last = new Map<string, AttemptResult>();
+  for (const r of runs) {
+    const seen = last.get(r.periodKey);
+    if (!seen || r.attempt > seen.attempt) last.set(r.periodKey, r);
+  }
+  return [...last.values()];
 }
 
 function collect(report: Report, results: PeriodResult[]): void {

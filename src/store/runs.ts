@@ -374,7 +374,8 @@ export class KnexRunStore implements RunStore {
 
   async latestPeriod(job: string): Promise<number | null> {
     return this.wrap('read latest period', async () => {
-      const row = (await this.table().max({ at: 'scheduled_at' }).where({ job }).first()) as { at: number | string | null } | undefined;
+      // Manual runs are not periods of the schedule (a run by hand "now"), nor anchors of it.
+      const row = (await this.table().max({ at: 'scheduled_at' }).where({ job }).andWhereNot('trigger', 'manual').first()) as { at: number | string | null } | undefined;
       return row?.at === null || row?.at === undefined ? null : Number(row.at);
     });
   }

@@ -176,7 +176,7 @@ export interface RunStore {
   periodsWithRows(job: string, fromMs: number, toMs: number): Promise<Set<number>>;
   /** periodsWithRows for many ranges in one statement: job -> instants with a row. */
   rowsInRanges(ranges: PeriodRange[]): Promise<Map<string, Set<number>>>;
-  /** The latest period instant of the job that has a row, or null. */
+  /** The latest period instant of the job that has a row other than a manual run's, or null. */
   latestPeriod(job: string): Promise<number | null>;
   /** The latest run of each job named (by start). */
   lastRuns(jobs: string[]): Promise<Map<string, RunRecord>>;

@@ -3,13 +3,15 @@
  * form, manual runs, `--period`, `--dry-run`, `--json`, broken job files, timeouts and bodies that
  * misbehave. Each case counts the job bodies' own side effects, not only the rows.
  */
+import { spawn } from 'node:child_process';
 import { rmSync, writeFileSync } from 'node:fs';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { runCli, type CliResult } from '../helpers/cli.js';
+import { BIN, Daemon, cleanEnv, runCli, type CliResult } from '../helpers/cli.js';
 import { createMariaDb, type TestDatabase } from '../helpers/databases.js';
 import { jobSource, type Effect } from '../helpers/job-sources.js';
 import { startRedisServers, waitFor, type RedisServer } from '../helpers/redis.js';
 import { Workspace, type HistoryRun } from '../helpers/workspace.js';
+import { waitForLog } from './cluster-scenario.js';
 
 /** A project folder: jobs, side-effect file, store (SQLite in the folder unless given). */
 class Project {
@@ -43,6 +45,27 @@ class Project {
     expect(r.code, r.stderr).toBe(0);
     return JSON.parse(r.stdout) as HistoryRun[];
   }
+
+  /** A daemon (`bin/scheduler run`) on this project, logging at info to its stdout; killed after the case. */
+  daemon(nodeId: string): Daemon {
+    const d = new Daemon([], { cwd: this.ws.dir, env: { ...this.env, SCHEDULER_HTTP: 'off', SCHEDULER_LOG_LEVEL: 'info', SCHEDULER_NODE_ID: nodeId } });
+    this.kills.push(() => d.stop('SIGKILL', 5000));
+    return d;
+  }
+
+  /** A CLI command left running (to be killed by the case); its exit is awaited after the case. */
+  spawnCli(args: string[]): { kill: () => Promise<void> } {
+    const child = spawn(process.execPath, [BIN, ...args], { cwd: this.ws.dir, env: cleanEnv(this.env), stdio: 'ignore' });
+    const exited = new Promise<void>((resolve) => child.on('exit', () => resolve()));
+    const kill = async () => {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+      await exited;
+    };
+    this.kills.push(kill);
+    return { kill };
+  }
+
+  readonly kills: Array<() => Promise<unknown>> = [];
 }
 
 const projects: Project[] = [];
@@ -51,9 +74,51 @@ function project(options?: ConstructorParameters<typeof Project>[0]): Project {
   projects.push(p);
   return p;
 }
-afterEach(() => {
-  for (const p of projects.splice(0)) p.ws.cleanup();
+afterEach(async () => {
+  for (const p of projects.splice(0)) {
+    for (const kill of p.kills.splice(0)) await kill();
+    p.ws.cleanup();
+  }
 });
+
+/** A 6-field expression (UTC) whose only period this year is `at`, a whole second. */
+function onceAt(at: Date): string {
+  return `${at.getUTCSeconds()} ${at.getUTCMinutes()} ${at.getUTCHours()} ${at.getUTCDate()} ${at.getUTCMonth() + 1} *`;
+}
+
+/** The next whole second at least `leadMs` from now. */
+function secondsAhead(leadMs: number): Date {
+  return new Date(Math.ceil((Date.now() + leadMs) / 1000) * 1000);
+}
+
+/** A daemon whose job has one period, `at`; resolves once it scheduled it (well before `at`). */
+async function daemonFor(p: Project, nodeId: string, job: string, at: Date): Promise<Daemon> {
+  const d = p.daemon(nodeId);
+  const started = await waitForLog(d, 'the daemon to start', 'scheduler started', 30_000);
+  expect((started.jobs as Array<{ job: string; next: string }>).find((j) => j.job === job)?.next).toBe(at.toISOString());
+  expect(Date.now(), 'the daemon started before the period').toBeLessThan(at.getTime() - 200);
+  return d;
+}
+
+/** Pino JSON lines on a command's stderr. */
+function logLines(stderr: string): Array<Record<string, unknown>> {
+  return stderr.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, unknown>);
+}
+
+const sleepMs = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * Leaves attempt 2 of `flaky@period` owed (pending, due in a minute): a manual run of the period whose
+ * attempt 1 fails is killed (SIGKILL) while it waits for the retry.
+ */
+async function plantPending(p: Project, period: string): Promise<HistoryRun> {
+  p.job('flaky.mjs', `schedule: '0 0 * * *', retries: 1, retryDelay: '1m',`, `if (ctx.attempt === 1) throw new Error('attempt 1 fails');`);
+  const manual = p.spawnCli(['run-once', 'flaky', '--period', period, '--node-id', 'killed']);
+  const pending = await waitFor('attempt 2 to be owed', async () => (await p.history('--status', 'pending'))[0], 30_000, 200);
+  await manual.kill();
+  expect(p.effects().map((e) => [e.periodKey, e.attempt])).toEqual([[`flaky@${period}`, 1]]);
+  return pending;
+}
 
 function expectCode(r: CliResult, code: number): void {
   expect(r.code, `exit code\nstdout:\n${r.stdout}\nstderr:\n${r.stderr}`).toBe(code);
@@ -157,6 +222,179 @@ describe('run-once on SQLite', () => {
 
   it('two passes started at the same moment: each period runs exactly once', async () => {
     await concurrentPasses(project());
+  });
+
+  it('run-once <job> --period <a future period> exits 2 naming the next due instant; nothing runs, no row', async () => {
+    const p = project();
+    p.job('daily.mjs', `schedule: '0 0 * * *',`);
+    const next = new Date(lastMidnightUtc().getTime() + 86_400_000);
+    const later = new Date(next.getTime() + 86_400_000);
+    for (const period of [next, later]) {
+      const r = await p.cli(['run-once', 'daily', '--period', period.toISOString()]);
+      expectCode(r, 2);
+      const lines = r.stderr.trim().split('\n');
+      expect(lines, r.stderr).toHaveLength(1);
+      expect(lines[0]).toContain(`next period is due at ${next.toISOString()}`);
+    }
+    expect(p.effects()).toEqual([]);
+    expect(await p.history()).toEqual([]);
+  });
+
+  it('a pass waits for the retry its failed run made owed and runs it: exit 0, the period judged by its last attempt', async () => {
+    const p = project();
+    p.job('flaky.mjs', `schedule: '0 0 * * *', catchUp: '2d', retries: 1, retryDelay: '1s',`, `if (ctx.attempt === 1) throw new Error('attempt 1 fails'); return 'attempt ' + ctx.attempt;`);
+    const period = `flaky@${lastMidnightUtc().toISOString()}`;
+    const r = await p.cli(['run-once', '--json', '--node-id', 'pass']);
+    // Attempt 1's failure is in the report and the history; the pass exits on its final attempt (succeeded).
+    expectCode(r, 0);
+    const doc = JSON.parse(r.stdout) as { runs: Array<{ periodKey: string; attempt: number; status: string }> };
+    expect(doc.runs.map((x) => [x.periodKey, x.attempt, x.status])).toEqual([[period, 1, 'failed'], [period, 2, 'succeeded']]);
+    const effects = p.effects();
+    expect(effects.map((e) => [e.periodKey, e.attempt, e.nodeId])).toEqual([[period, 1, 'pass'], [period, 2, 'pass']]);
+    expect(effects[1]!.at - effects[0]!.at, 'attempt 2 waited for its retryDelay').toBeGreaterThanOrEqual(950);
+    const runs = (await p.history('flaky')).filter((x) => x.status !== 'skipped');
+    expect(runs.map((x) => [x.periodKey, x.attempt, x.status, x.error])).toEqual([[period, 2, 'succeeded', null], [period, 1, 'failed', 'attempt 1 fails']]);
+  });
+
+  it('a pass runs a retry left owed by a daemon that was killed after the failure, once', async () => {
+    const p = project();
+    const at = secondsAhead(4000);
+    p.job('retry-me.mjs', `schedule: '${onceAt(at)}', retries: 1, retryDelay: '3s',`, `if (ctx.attempt === 1) throw new Error('attempt 1 fails');`);
+    const d = await daemonFor(p, 'daemon', 'retry-me', at);
+    await waitForLog(d, 'attempt 1 to fail and owe attempt 2', 'next attempt owed (pending)', 15_000);
+    await d.stop('SIGKILL');
+    const key = `retry-me@${at.toISOString()}`;
+    const before = await p.history('retry-me');
+    expect(before.map((x) => [x.periodKey, x.attempt, x.status, x.nodeId])).toEqual([[key, 2, 'pending', 'daemon'], [key, 1, 'failed', 'daemon']]);
+
+    // Owed is not due yet: wait for its runAt, then one pass.
+    await sleepMs(new Date(before[0]!.runAt!).getTime() - Date.now() + 100);
+    const r = await p.cli(['run-once', '--node-id', 'pass']);
+    expectCode(r, 0);
+    expect(p.effects().map((e) => [e.periodKey, e.attempt, e.nodeId])).toEqual([[key, 1, 'daemon'], [key, 2, 'pass']]);
+    const after = await p.history('retry-me');
+    expect(after.map((x) => [x.attempt, x.status, x.nodeId])).toEqual([[2, 'succeeded', 'pass'], [1, 'failed', 'daemon']]);
+    expectCode(await p.cli(['run-once', '--node-id', 'again']), 0);
+    expect(p.effects()).toHaveLength(2);
+  });
+
+  it('a pass takes over the running attempt of a daemon killed mid-run once its lease expired, and runs attempt 2', async () => {
+    const p = project();
+    const at = secondsAhead(4000);
+    p.job('hang.mjs', `schedule: '${onceAt(at)}', lockTtl: '2s',`, `if (ctx.attempt === 1) await sleep(ctx, 60000); return 'attempt ' + ctx.attempt;`);
+    const d = await daemonFor(p, 'daemon', 'hang', at);
+    await waitFor('attempt 1 to start', () => p.effects().length > 0, 15_000);
+    await d.stop('SIGKILL');
+    const key = `hang@${at.toISOString()}`;
+    expect((await p.history('hang')).map((x) => [x.periodKey, x.attempt, x.status])).toEqual([[key, 1, 'running']]);
+
+    await sleepMs(2500); // past lockTtl since the last heartbeat
+    const r = await p.cli(['run-once', '--node-id', 'pass']);
+    expectCode(r, 0);
+    expect(p.effects().map((e) => [e.periodKey, e.attempt, e.nodeId])).toEqual([[key, 1, 'daemon'], [key, 2, 'pass']]);
+    const runs = await p.history('hang');
+    expect(runs.map((x) => [x.attempt, x.status, x.nodeId, x.result])).toEqual([[2, 'succeeded', 'pass', 'attempt 2'], [1, 'abandoned', 'daemon', null]]);
+    expect(runs[1]!.error ?? runs[1]!.reason ?? '').toMatch(/lease expired/);
+  });
+
+  it("missed periods: older than catchUp recorded skipped ('missed') and counted once by two passes at the same moment; the recent ones coalesced", async () => {
+    const p = project();
+    p.job('tick.mjs', `schedule: '* * * * * *', catchUp: '3s',`);
+    expectCode(await p.cli(['run-once', '--node-id', 'anchor']), 0);
+    const anchored = p.effects();
+    expect(anchored).toHaveLength(1);
+    const anchorRows = await p.history();
+    const anchorEnd = Math.max(...anchorRows.map((x) => new Date(x.scheduledAt).getTime()));
+
+    await sleepMs(8000);
+    const start = Date.now();
+    const [a, b] = await Promise.all([p.cli(['run-once', '--node-id', 'pass-a']), p.cli(['run-once', '--node-id', 'pass-b'])]);
+    const end = Date.now();
+    expectCode(a, 0);
+    expectCode(b, 0);
+
+    const runs = await p.history();
+    expect(duplicates(runs.map((x) => x.periodKey)), 'periods with two rows').toEqual([]);
+    expect(duplicates(p.effects().map((e) => e.periodKey)), 'periods whose body ran twice').toEqual([]);
+    const later = runs.filter((x) => new Date(x.scheduledAt).getTime() > anchorEnd).sort((x, y) => x.scheduledAt.localeCompare(y.scheduledAt));
+    // No gap: every period after the anchor up to the passes' start has a row.
+    for (let t = anchorEnd + 1000; t < start - 1000; t += 1000) {
+      expect(later.map((x) => x.scheduledAt), 'a period without a row').toContain(new Date(t).toISOString());
+    }
+    const missed = later.filter((x) => x.status === 'skipped' && x.reason === 'missed');
+    const recent = later.filter((x) => !(x.status === 'skipped' && x.reason === 'missed'));
+    expect(missed.length).toBeGreaterThanOrEqual(3);
+    expect(missed.every((x) => new Date(x.scheduledAt).getTime() < end - 3000)).toBe(true);
+    expect(recent.every((x) => new Date(x.scheduledAt).getTime() >= start - 4000)).toBe(true);
+    expect(later.slice(0, missed.length), 'the missed periods are the oldest').toEqual(missed);
+    // Counted once: the passes' warnings add up to the rows.
+    const counted = [...logLines(a.stderr), ...logLines(b.stderr)].filter((l) => String(l.msg).includes('recorded skipped (missed)')).reduce((n, l) => n + Number(l.missed), 0);
+    expect(counted).toBe(missed.length);
+    // coalesce (the default): of the recent periods only the latest each pass saw ran, the others were coalesced.
+    expect(recent.every((x) => x.status === 'succeeded' || (x.status === 'skipped' && x.reason === 'coalesced')), JSON.stringify(recent)).toBe(true);
+    const ran = recent.filter((x) => x.status === 'succeeded');
+    expect(ran.length).toBeGreaterThanOrEqual(1);
+    expect(ran.length).toBeLessThanOrEqual(2);
+    expect(recent[recent.length - 1]!.status).toBe('succeeded');
+    expect(p.effects().slice(1).map((e) => e.periodKey).sort()).toEqual(ran.map((x) => x.periodKey).sort());
+  });
+
+  it('--dry-run selects exactly the periods the real pass then runs, and writes no row', async () => {
+    const p = project();
+    p.job('hourly.mjs', `schedule: '0 * * * *', catchUp: '3h', coalesce: false,`);
+    p.job('daily.mjs', `schedule: '0 0 * * *', catchUp: '2d',`);
+    p.job('yearly.mjs', `schedule: '0 0 1 1 *', catchUp: '1m',`);
+    // Not across an hour boundary between the two commands.
+    const toHour = 3_600_000 - (Date.now() % 3_600_000);
+    if (toHour < 10_000) await sleepMs(toHour + 500);
+
+    const dry = await p.cli(['run-once', '--dry-run', '--json']);
+    expectCode(dry, 0);
+    expect(await p.history()).toEqual([]);
+    const real = await p.cli(['run-once', '--json']);
+    expectCode(real, 0);
+    const keys = (r: CliResult) => (JSON.parse(r.stdout) as { runs: Array<{ periodKey: string }> }).runs.map((x) => x.periodKey).sort();
+    expect(keys(dry).length).toBeGreaterThanOrEqual(4); // 3 or 4 hourly periods, the daily's latest
+    expect(keys(dry)).toEqual(keys(real));
+    expect(p.effects().filter((e) => e.dryRun).map((e) => e.periodKey).sort()).toEqual(keys(dry));
+    expect(p.effects().filter((e) => !e.dryRun).map((e) => e.periodKey).sort()).toEqual(keys(real));
+    expect((await p.history()).filter((x) => x.status === 'succeeded').map((x) => x.periodKey).sort()).toEqual(keys(real));
+  });
+
+  it('run-once <job> --period on a period whose last attempt is pending is refused (exit 3) naming the owed attempt', async () => {
+    const p = project();
+    const period = '2024-03-01T00:00:00.000Z';
+    const pending = await plantPending(p, period);
+    for (const extra of [[], ['--force']]) {
+      const r = await p.cli(['run-once', 'flaky', '--period', period, ...extra]);
+      expectCode(r, 3);
+      expect(r.stdout + r.stderr).toContain(`period flaky@${period} has attempt 2 owed (pending, due ${pending.runAt})`);
+    }
+    expect(p.effects()).toHaveLength(1);
+    expect((await p.history()).map((x) => [x.attempt, x.status])).toEqual([[2, 'pending'], [1, 'failed']]);
+  });
+
+  it("history shows a pending attempt with its runAt and startedAt null; --status pending filters it", async () => {
+    const p = project();
+    const period = '2024-03-01T00:00:00.000Z';
+    await plantPending(p, period);
+    const runs = await p.history();
+    expect(runs.map((x) => [x.periodKey, x.attempt, x.status])).toEqual([[`flaky@${period}`, 2, 'pending'], [`flaky@${period}`, 1, 'failed']]);
+    const [owed, failed] = runs as [HistoryRun, HistoryRun];
+    expect(owed).toMatchObject({ startedAt: null, finishedAt: null, durationMs: null, scheduledAt: period });
+    // Due a retryDelay (1 minute) after attempt 1 ended.
+    const dueIn = new Date(owed.runAt!).getTime() - new Date(failed.finishedAt!).getTime();
+    expect(dueIn).toBeGreaterThanOrEqual(59_000);
+    expect(dueIn).toBeLessThanOrEqual(61_000);
+    expect(failed.startedAt).not.toBeNull();
+
+    expect(await p.history('--status', 'pending')).toEqual([owed]);
+    expect(await p.history('flaky', '--status', 'pending')).toEqual([owed]);
+    expect(await p.history('--status', 'failed')).toEqual([failed]);
+    const text = await p.cli(['history', '--status', 'pending']);
+    expectCode(text, 0);
+    expect(text.stdout).toContain(`pending (due ${owed.runAt})`);
+    expect(text.stdout).not.toContain('attempt 1 fails');
   });
 
   it("run-once <job> runs it now as a 'manual' run", async () => {
