@@ -339,6 +339,17 @@ describe('run-once on SQLite', () => {
     expect(p.effects().slice(1).map((e) => e.periodKey).sort()).toEqual(ran.map((x) => x.periodKey).sort());
   });
 
+  it('a manual run of a new job before its first pass does not hide its due period: the pass still runs it', async () => {
+    const p = project();
+    p.job('daily.mjs', `schedule: '0 0 * * *', catchUp: '2d',`);
+    expectCode(await p.cli(['run-once', 'daily']), 0);
+    const r = await p.cli(['run-once', '--json']);
+    expectCode(r, 0);
+    const midnight = lastMidnightUtc().toISOString();
+    const ran = p.effects().map((e) => [e.trigger, e.scheduledAt === midnight]);
+    expect(ran).toEqual([['manual', false], ['catch-up', true]]);
+  });
+
   it('--dry-run selects exactly the periods the real pass then runs, and writes no row', async () => {
     const p = project();
     p.job('hourly.mjs', `schedule: '0 * * * *', catchUp: '3h', coalesce: false,`);
