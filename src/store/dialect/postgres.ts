@@ -2,7 +2,7 @@
 import type { Knex } from 'knex';
 import pg from 'pg';
 import type { StoreConfig } from '../../config/config.js';
-import { QUIET_KNEX_LOG, isSocketError, sessionLocks, type Dialect, type ErrorClass } from './types.js';
+import { QUIET_KNEX_LOG, isSocketError, sessionLocks, type Dialect, type ErrorClass, onConflictDoNothing } from './types.js';
 
 // int8 columns (epoch ms) arrive as strings from pg by default; they fit a double exactly.
 pg.types.setTypeParser(20, (v: string) => Number(v));
@@ -66,18 +66,7 @@ export const postgresDialect: Dialect = {
 
   bigint: 'BIGINT',
 
-  async insertClaims(db, table, rows, key) {
-    if (rows.length === 0) return [];
-    // ON CONFLICT DO NOTHING RETURNING: a lost row is absent from the answer, and the surrounding
-    // transaction (if any) is not aborted as a unique violation would abort it.
-    return (await db(table).insert(rows).onConflict(key).ignore().returning('*')) as Record<string, unknown>[];
-  },
-
-  async insertMissing(db, table, rows, key) {
-    if (rows.length === 0) return 0;
-    const inserted = (await db(table).insert(rows).onConflict(key).ignore().returning(key[0]!)) as unknown[];
-    return inserted.length;
-  },
+  ...onConflictDoNothing,
 
   classify(err): ErrorClass {
     const code = String((err as { code?: string } | undefined)?.code ?? '');

@@ -3,7 +3,7 @@ import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { Knex } from 'knex';
 import type { StoreConfig } from '../../config/config.js';
-import { QUIET_KNEX_LOG, isSocketError, type Dialect, type ErrorClass, type RowValues } from './types.js';
+import { QUIET_KNEX_LOG, isSocketError, type Dialect, type ErrorClass, onConflictDoNothing } from './types.js';
 
 export const sqliteDialect: Dialect = {
   kind: 'sqlite',
@@ -41,18 +41,7 @@ export const sqliteDialect: Dialect = {
 
   bigint: 'BIGINT',
 
-  async insertClaims(db, table, rows, key) {
-    if (rows.length === 0) return [];
-    // ON CONFLICT DO NOTHING RETURNING (SQLite 3.35+, bundled by better-sqlite3 12): a lost row is an
-    // absent row in the answer, never an exception.
-    return (await db(table).insert(rows).onConflict(key).ignore().returning('*')) as Record<string, unknown>[];
-  },
-
-  async insertMissing(db, table, rows: RowValues[], key) {
-    if (rows.length === 0) return 0;
-    const inserted = (await db(table).insert(rows).onConflict(key).ignore().returning(key[0]!)) as unknown[];
-    return inserted.length;
-  },
+  ...onConflictDoNothing,
 
   classify(err): ErrorClass {
     const code = String((err as { code?: string } | undefined)?.code ?? '');

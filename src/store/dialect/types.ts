@@ -107,3 +107,20 @@ export function sessionLocks(tryLock: (knex: Knex, conn: unknown, name: string) 
     },
   };
 }
+
+/**
+ * insertClaims and insertMissing as `INSERT ... ON CONFLICT (key) DO NOTHING RETURNING` (PostgreSQL;
+ * SQLite 3.35+, bundled by better-sqlite3 12): a row whose key exists is absent from the answer, never
+ * an exception, and a surrounding PostgreSQL transaction is not aborted as a unique violation would abort it.
+ */
+export const onConflictDoNothing: Pick<Dialect, 'insertClaims' | 'insertMissing'> = {
+  async insertClaims(db, table, rows, key) {
+    if (rows.length === 0) return [];
+    return (await db(table).insert(rows).onConflict(key).ignore().returning('*')) as Record<string, unknown>[];
+  },
+  async insertMissing(db, table, rows, key) {
+    if (rows.length === 0) return 0;
+    const inserted = (await db(table).insert(rows).onConflict(key).ignore().returning(key[0]!)) as unknown[];
+    return inserted.length;
+  },
+};
