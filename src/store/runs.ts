@@ -238,32 +238,57 @@ export class KnexRunStore implements RunStore {
       return { written: await this.finishRun(run.id, nodeId, outcome), status: outcome.status, next: null };
     }
     return this.db.transaction('record outcome', async (trx) => {
-      const decision = decideEnd(outcome.status, await this.earlierStatuses(trx, run), policy);
-      const columns = this.outcomeColumns(decision.status === outcome.status ? outcome : {
-        ...outcome, status: decision.status, reason: outcome.reason ?? decision.reason, error: outcome.error ? `${outcome.error}; ${decision.reason}` : decision.reason,
-      });
-      const updated = await trx(RUNS_TABLE).where({ id: run.id, node_id: nodeId, status: 'running' }).update(columns);
+      await this.lockRow(trx, run.id);
+      const updated = await trx(RUNS_TABLE).where({ id: run.id, node_id: nodeId, status: 'running' }).update(this.outcomeColumns(outcome));
       if (Number(updated) === 0) return { written: false, status: outcome.status, next: null };
+      const decision = decideEnd(outcome.status, await this.earlierStatuses(trx, run), policy);
+      if (decision.status !== outcome.status) {
+        await trx(RUNS_TABLE).where({ id: run.id }).update(this.capColumns(decision.status, outcome.reason ?? decision.reason ?? null,
+          outcome.error ? `${outcome.error}; ${decision.reason}` : decision.reason ?? null));
+      }
       const next = decision.next ? await this.insertNext(trx, run, nodeId, decision.next.delayMs) : null;
       return { written: true, status: decision.status, next };
     });
   }
 
+  /**
+   * The first statement of a transaction that ends an attempt. MySQL, PostgreSQL: the row's lock, by
+   * its primary key alone, so that racing nodes queue on that one lock and hold nothing else (a
+   * compare-and-set UPDATE may scan a status index and take gap locks there, which deadlocks with
+   * the winner's INSERT of the next attempt on InnoDB). SQLite: nothing; the compare-and-set UPDATE
+   * that comes next is the first statement, so the write lock is taken before any read (in WAL mode, a
+   * transaction that read first and writes after another node's commit fails with SQLITE_BUSY
+   * instead of finding the row no longer running).
+   */
+  private async lockRow(trx: Knex.Transaction, runId: string): Promise<void> {
+    if (this.kind === 'sqlite') return;
+    await trx(RUNS_TABLE).select('id').where({ id: runId }).forUpdate();
+  }
+
+  /** The columns that the MAX_UNFINISHED cap rewrites, in the transaction that ended the attempt. */
+  private capColumns(status: FinalStatus, reason: string | null, error: string | null): Record<string, unknown> {
+    return { status, reason: reason === null ? null : storableText(reason)!.slice(0, 200), error: storableText(error) };
+  }
+
   async takeOver(run: RunRecord, nodeId: string, reason: string, owe: boolean): Promise<EndResult | null> {
     return this.db.transaction('take over a stale run', async (trx) => {
-      const decision = decideEnd('abandoned', await this.earlierStatuses(trx, run), null, owe);
-      const why = decision.reason ? `${reason}; ${decision.reason}` : reason;
+      await this.lockRow(trx, run.id);
       const updated = await trx(RUNS_TABLE)
         .where({ id: run.id, status: 'running' })
         .andWhereRaw(this.stale)
         .update({
-          status: decision.status,
-          reason: why.slice(0, 200),
-          error: decision.status === 'failed' ? why : null,
+          status: 'abandoned',
+          reason: reason.slice(0, 200),
+          error: null,
           finished_at: this.db.nowRaw(),
           duration_ms: this.knex.raw(`${this.db.dialect.nowMs} - started_at`),
         });
       if (Number(updated) === 0) return null;
+      const decision = decideEnd('abandoned', await this.earlierStatuses(trx, run), null, owe);
+      if (decision.status !== 'abandoned') {
+        const why = decision.reason ? `${reason}; ${decision.reason}` : reason;
+        await trx(RUNS_TABLE).where({ id: run.id }).update(this.capColumns(decision.status, why, why));
+      }
       const next = decision.next ? await this.insertNext(trx, run, nodeId, 0) : null;
       return { written: true, status: decision.status, next };
     });

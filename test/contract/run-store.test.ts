@@ -4,9 +4,11 @@
  * the races are run for real: several store instances with their own connections, all at once.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import knexFactory, { type Knex } from 'knex';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { StoreConfig } from '../../src/config/config.js';
@@ -14,9 +16,11 @@ import { StoreUnavailableError } from '../../src/errors.js';
 import { Database } from '../../src/store/database.js';
 import { KnexRunStore } from '../../src/store/runs.js';
 import { MIGRATIONS_TABLE, RUNS_TABLE, migrationSource } from '../../src/store/migrations.js';
-import type { NewRun, RunStore, SkippedRun } from '../../src/store/types.js';
+import type { NewRun, RunRecord, RunStore, SkippedRun } from '../../src/store/types.js';
 import { createMariaDb, createPostgresDb } from '../helpers/databases.js';
 import { waitFor } from '../helpers/redis.js';
+
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
 interface FreshStore {
   config: StoreConfig;
@@ -106,6 +110,52 @@ async function inserted(store: RunStore, run: NewRun) {
   const res = await store.insertRun(run);
   if (res.outcome !== 'inserted') throw new Error(`expected an insert of ${run.periodKey} attempt ${run.attempt}, got ${res.outcome}`);
   return res.run;
+}
+
+/**
+ * takeOver of one run from n processes at once (each its own store on the same file), released
+ * together once all have opened the store; their results as JSON. Uses the built dist/.
+ */
+async function takeOverInProcesses(n: number, config: StoreConfig, run: RunRecord): Promise<Array<Record<string, unknown> | null>> {
+  const runs = pathToFileURL(join(ROOT, 'dist', 'store', 'runs.js')).href;
+  if (!existsSync(fileURLToPath(runs))) throw new Error('dist/ is missing: run `npm run build` first');
+  const script = `
+    import { KnexRunStore } from ${JSON.stringify(runs)};
+    const [config, raw, node] = JSON.parse(process.argv[1]);
+    const run = { ...raw, scheduledAt: new Date(raw.scheduledAt), startedAt: new Date(raw.startedAt) };
+    const store = await KnexRunStore.open(config);
+    process.stdout.write('ready\\n');
+    process.stdin.once('data', async () => {
+      try {
+        const res = await store.takeOver(run, node, 'lease expired', true);
+        process.stdout.write('result ' + JSON.stringify(res) + '\\n');
+      } catch (err) {
+        process.stdout.write('error ' + JSON.stringify(String(err)) + '\\n');
+      } finally {
+        await store.close();
+      }
+    });`;
+  const children = Array.from({ length: n }, (_, i) => {
+    const child = spawn(process.execPath, ['--input-type=module', '-e', script, JSON.stringify([config, run, `racer-${i}`])], { stdio: ['pipe', 'pipe', 'inherit'] });
+    let out = '';
+    const ready = new Promise<void>((resolve, reject) => {
+      child.stdout.on('data', (d) => {
+        out += d;
+        if (out.includes('ready\n')) resolve();
+      });
+      child.on('exit', (code) => reject(new Error(`racer ${i} exited (${code}) before it was ready: ${out}`)));
+    });
+    const done = new Promise<string>((resolve) => child.on('close', () => resolve(out)));
+    return { child, ready, done };
+  });
+  await Promise.all(children.map((c) => c.ready));
+  for (const c of children) c.child.stdin.end('go\n');
+  const outs = await Promise.all(children.map((c) => c.done));
+  return outs.map((o, i) => {
+    const line = o.split('\n').find((l) => l.startsWith('result ') || l.startsWith('error '));
+    if (!line?.startsWith('result ')) throw new Error(`racer ${i}: ${line ?? o}`);
+    return JSON.parse(line.slice('result '.length)) as Record<string, unknown> | null;
+  });
 }
 
 export function describeRunStore(backend: Backend): void {
@@ -574,6 +624,436 @@ export function describeRunStore(backend: Backend): void {
       if (wrote) expect((await store.history({ job: long })).map((r) => r.job)).toEqual([long]);
       // And the store still works afterwards.
       expect((await store.insertRun(newRun(job, new Date(BASE)))).outcome).toBe('inserted');
+    });
+
+    // ---------------------------------------------------------------------------------------------
+    // Owed attempts: endAttempt, takeOver, the pending rows, and the reads of the reconciling sweep.
+
+    /** Waits until the run's lease has run out by the store clock (it shows in staleRuns). */
+    async function untilStale(s: RunStore, id: string): Promise<void> {
+      await waitFor('the lease to run out', async () => (await s.staleRuns(10_000)).some((r) => r.id === id), 10_000, 50);
+    }
+
+    /** A running attempt n of a fresh period, as a node would hold it (inserted directly, as a claim of attempt n). */
+    async function running(job: string, at: Date, over: Partial<NewRun> = {}) {
+      return inserted(store, newRun(job, at, over));
+    }
+
+    const POLICY = { retries: 2, retryDelayMs: 400 };
+
+    it('endAttempt: succeeded writes the one row and owes nothing (also with a policy)', async () => {
+      const job = `end-ok-${uid()}`;
+      const at = new Date(BASE);
+      const run = await running(job, at);
+      const res = await store.endAttempt(run, 'node-a', { status: 'succeeded', result: { n: 1 } }, POLICY);
+      expect(res).toEqual({ written: true, status: 'succeeded', next: null });
+      const rows = await store.periodRuns(job, at);
+      expect(rows).toHaveLength(1);
+      expect(rows[0]).toMatchObject({ status: 'succeeded', result: { n: 1 }, runAt: null });
+      expect(rows[0]!.finishedAt).not.toBeNull();
+    });
+
+    it('endAttempt: failed with retries left writes failed and attempt n + 1 pending at store now + retryDelay, same job, period, trigger and lease', async () => {
+      const job = `end-retry-${uid()}`;
+      const at = new Date(BASE + MINUTE);
+      const run = await running(job, at, { trigger: 'catch-up', leaseMs: 23_456, nodeId: 'node-a' });
+      const before = await store.now();
+      const res = await store.endAttempt(run, 'node-a', { status: 'failed', error: 'boom', errorStack: 'Error: boom' }, { retries: 3, retryDelayMs: 5_000 });
+      const after = await store.now();
+      expect(res.written).toBe(true);
+      expect(res.status).toBe('failed');
+      const next = res.next!;
+      expect(next).toMatchObject({
+        job, periodKey: run.periodKey, shard: 0, attempt: 2, trigger: 'catch-up', status: 'pending', nodeId: 'node-a', leaseMs: 23_456,
+        finishedAt: null, heartbeatAt: null, error: null, reason: null,
+      });
+      expect(next.scheduledAt.getTime()).toBe(at.getTime());
+      expect(next.id).not.toBe(run.id);
+      // Due retryDelay after the store's now (the same statement stamps both).
+      expect(next.startedAt.getTime()).toBeGreaterThanOrEqual(before - 2);
+      expect(next.startedAt.getTime()).toBeLessThanOrEqual(after + 2);
+      expect(Math.abs(next.runAt!.getTime() - next.startedAt.getTime() - 5_000)).toBeLessThanOrEqual(5);
+      const rows = await store.periodRuns(job, at);
+      expect(rows.map((r) => [r.attempt, r.status])).toEqual([[1, 'failed'], [2, 'pending']]);
+      expect(rows[0]).toMatchObject({ error: 'boom', errorStack: 'Error: boom', nodeId: 'node-a' });
+      expect(rows[1]).toEqual(next);
+      // Not due yet: no node can claim it before run_at.
+      expect((await store.duePending(10_000)).some((r) => r.id === next.id)).toBe(false);
+      expect(await store.claimPending(next.id, 'node-b', 30_000)).toBeNull();
+      expect((await store.periodRuns(job, at))[1]!.status).toBe('pending');
+    });
+
+    it('endAttempt: the end and the owed attempt are one transaction (a failed insert of n + 1 leaves the attempt running)', async () => {
+      const job = `end-atomic-${uid()}`;
+      const at = new Date(BASE);
+      const run = await running(job, at);
+      // The UPDATE of the row (by id) succeeds; the INSERT of attempt 2 breaks (trigger NOT NULL).
+      const broken = { ...run, trigger: null as unknown as RunRecord['trigger'] };
+      await expect(store.endAttempt(broken, 'node-a', { status: 'failed', error: 'boom' }, POLICY)).rejects.toThrow();
+      expect(await store.periodRuns(job, at)).toEqual([run]);
+      // ...and it can still end properly afterwards.
+      expect((await store.endAttempt(run, 'node-a', { status: 'failed', error: 'boom' }, POLICY)).next?.attempt).toBe(2);
+    });
+
+    it('endAttempt: timed_out counts as a failure; backoff doubles (attempt 3 due 2 x retryDelay after attempt 2 ended); retries exhausted owes nothing', async () => {
+      const job = `end-backoff-${uid()}`;
+      const at = new Date(BASE + 2 * MINUTE);
+      const a1 = await running(job, at);
+      const e1 = await store.endAttempt(a1, 'node-a', { status: 'failed', error: 'one' }, POLICY);
+      expect(Math.abs(e1.next!.runAt!.getTime() - e1.next!.startedAt.getTime() - POLICY.retryDelayMs)).toBeLessThanOrEqual(5);
+      await waitFor('attempt 2 to be due', async () => (await store.now()) >= e1.next!.runAt!.getTime(), 10_000, 20);
+      const a2 = await store.claimPending(e1.next!.id, 'node-b', 30_000);
+      expect(a2).not.toBeNull();
+      const e2 = await store.endAttempt(a2!, 'node-b', { status: 'timed_out', error: 'too slow' }, POLICY);
+      expect(e2).toMatchObject({ written: true, status: 'timed_out' });
+      expect(e2.next).toMatchObject({ attempt: 3, status: 'pending', nodeId: 'node-b' });
+      expect(Math.abs(e2.next!.runAt!.getTime() - e2.next!.startedAt.getTime() - 2 * POLICY.retryDelayMs)).toBeLessThanOrEqual(5);
+      await waitFor('attempt 3 to be due', async () => (await store.now()) >= e2.next!.runAt!.getTime(), 10_000, 20);
+      const a3 = await store.claimPending(e2.next!.id, 'node-c', 30_000);
+      // Two retries used: the third failure owes nothing.
+      const e3 = await store.endAttempt(a3!, 'node-c', { status: 'failed', error: 'three' }, POLICY);
+      expect(e3).toEqual({ written: true, status: 'failed', next: null });
+      expect((await store.periodRuns(job, at)).map((r) => [r.attempt, r.status])).toEqual([[1, 'failed'], [2, 'timed_out'], [3, 'failed']]);
+    });
+
+    it('endAttempt: policy null (the job is unknown here) and retries 0 owe no retry', async () => {
+      const job = `end-nopolicy-${uid()}`;
+      const a = await running(job, new Date(BASE));
+      expect(await store.endAttempt(a, 'node-a', { status: 'failed', error: 'x' }, null)).toEqual({ written: true, status: 'failed', next: null });
+      const b = await running(job, new Date(BASE + MINUTE));
+      expect(await store.endAttempt(b, 'node-a', { status: 'timed_out' }, { retries: 0, retryDelayMs: 1_000 })).toEqual({ written: true, status: 'timed_out', next: null });
+      expect((await store.history({ job })).map((r) => r.status).sort()).toEqual(['failed', 'timed_out']);
+    });
+
+    it('endAttempt: interrupted or abandoned owes attempt n + 1 at once; the third attempt ended without an outcome is written failed with a reason and owes nothing', async () => {
+      const job = `end-unfinished-${uid()}`;
+      const at = new Date(BASE);
+      const a1 = await running(job, at, { leaseMs: 7_000 });
+      const e1 = await store.endAttempt(a1, 'node-a', { status: 'interrupted', reason: 'shutdown' }, POLICY);
+      expect(e1).toMatchObject({ written: true, status: 'interrupted' });
+      expect(e1.next).toMatchObject({ attempt: 2, status: 'pending', leaseMs: 7_000 });
+      // Due at once: the store clock is at or past it already.
+      expect(Math.abs(e1.next!.runAt!.getTime() - e1.next!.startedAt.getTime())).toBeLessThanOrEqual(5);
+      expect((await store.duePending(10_000)).some((r) => r.id === e1.next!.id)).toBe(true);
+      const a2 = (await store.claimPending(e1.next!.id, 'node-b', 7_000))!;
+      // policy null: an attempt without an outcome is owed all the same (no definition needed to resume it).
+      const e2 = await store.endAttempt(a2, 'node-b', { status: 'abandoned', reason: 'lease lost' }, null);
+      expect(e2).toMatchObject({ written: true, status: 'abandoned', next: { attempt: 3, status: 'pending' } });
+      const a3 = (await store.claimPending(e2.next!.id, 'node-c', 7_000))!;
+      const e3 = await store.endAttempt(a3, 'node-c', { status: 'interrupted', reason: 'shutdown' }, POLICY);
+      expect(e3).toEqual({ written: true, status: 'failed', next: null });
+      const rows = await store.periodRuns(job, at);
+      expect(rows.map((r) => [r.attempt, r.status])).toEqual([[1, 'interrupted'], [2, 'abandoned'], [3, 'failed']]);
+      expect(rows[2]!.reason).toBe('shutdown');
+      expect(rows[2]!.error).toMatch(/3 attempts ended without an outcome/);
+      // Without a reason of its own, the cap's reason is the row's reason.
+      const b = `${job}-b`;
+      let r = await running(b, at);
+      for (let i = 0; i < 2; i++) {
+        const e = await store.endAttempt(r, 'node-a', { status: 'abandoned' }, POLICY);
+        r = (await store.claimPending(e.next!.id, 'node-a', 30_000))!;
+      }
+      expect(await store.endAttempt(r, 'node-a', { status: 'abandoned' }, POLICY)).toEqual({ written: true, status: 'failed', next: null });
+      const [, , last] = await store.periodRuns(b, at);
+      expect(last!.reason).toMatch(/3 attempts ended without an outcome/);
+      expect(last!.error).toMatch(/3 attempts ended without an outcome/);
+    });
+
+    it('endAttempt: not this node\'s attempt (another node, already finished, unknown) writes nothing and inserts nothing', async () => {
+      const job = `end-notours-${uid()}`;
+      const at = new Date(BASE);
+      const run = await running(job, at, { nodeId: 'node-a' });
+      for (const status of ['failed', 'interrupted', 'succeeded'] as const) {
+        const res = await store.endAttempt(run, 'node-b', { status, error: 'hijack' }, POLICY);
+        expect(res.written, status).toBe(false);
+        expect(res.next, status).toBeNull();
+      }
+      expect(await store.periodRuns(job, at)).toEqual([run]);
+      // Finished: ending it again is not ours either, and owes nothing more.
+      expect((await store.endAttempt(run, 'node-a', { status: 'succeeded' }, POLICY)).written).toBe(true);
+      const done = await store.periodRuns(job, at);
+      for (const status of ['failed', 'abandoned', 'succeeded'] as const) {
+        expect(await store.endAttempt(run, 'node-a', { status }, POLICY), status).toMatchObject({ written: false, next: null });
+      }
+      expect(await store.periodRuns(job, at)).toEqual(done);
+      // A pending attempt is not running: it cannot be ended either.
+      const other = await running(`${job}-p`, at);
+      const owed = (await store.endAttempt(other, 'node-a', { status: 'interrupted' }, POLICY)).next!;
+      expect(await store.endAttempt(owed, 'node-a', { status: 'failed' }, POLICY)).toMatchObject({ written: false, next: null });
+      expect((await store.periodRuns(`${job}-p`, at)).map((r) => r.status)).toEqual(['interrupted', 'pending']);
+    });
+
+    it('takeOver: only a stale running row is taken; it becomes abandoned with the reason and attempt n + 1 pending is due at once', async () => {
+      const job = `take-${uid()}`;
+      const at = new Date(BASE);
+      const run = await running(job, at, { leaseMs: 300, nodeId: 'node-dead', trigger: 'catch-up' });
+      const live = await running(job, new Date(BASE + MINUTE), { leaseMs: 60_000 });
+      const done = await running(job, new Date(BASE + 2 * MINUTE), { leaseMs: 300 });
+      await store.finishRun(done.id, 'node-a', { status: 'succeeded' });
+      // Not stale yet: nothing taken.
+      expect(await store.takeOver(run, 'node-b', 'lease expired', true)).toBeNull();
+      await untilStale(store, run.id);
+      expect(await store.takeOver(live, 'node-b', 'lease expired', true)).toBeNull();
+      expect(await store.takeOver(done, 'node-b', 'lease expired', true)).toBeNull();
+      const before = await store.now();
+      const res = await store.takeOver(run, 'node-b', 'lease expired: node-dead stopped heartbeating', true);
+      expect(res).toMatchObject({ written: true, status: 'abandoned' });
+      expect(res!.next).toMatchObject({ job, attempt: 2, status: 'pending', trigger: 'catch-up', nodeId: 'node-b', leaseMs: 300, periodKey: run.periodKey });
+      expect(res!.next!.runAt!.getTime()).toBeGreaterThanOrEqual(before - 2);
+      expect(res!.next!.runAt!.getTime()).toBeLessThanOrEqual((await store.now()) + 2);
+      const rows = await store.periodRuns(job, at);
+      expect(rows.map((r) => [r.attempt, r.status])).toEqual([[1, 'abandoned'], [2, 'pending']]);
+      expect(rows[0]).toMatchObject({ reason: 'lease expired: node-dead stopped heartbeating', nodeId: 'node-dead', error: null });
+      expect(rows[0]!.finishedAt).not.toBeNull();
+      // Taken once only; the dead node coming back finds it is not its own.
+      expect(await store.takeOver(run, 'node-c', 'again', true)).toBeNull();
+      expect(await store.heartbeat(run.id, 'node-dead')).toBe(false);
+      expect((await store.endAttempt(run, 'node-dead', { status: 'succeeded' }, POLICY)).written).toBe(false);
+      expect(await store.periodRuns(job, at)).toEqual(rows);
+      // Due at once: claimable now.
+      expect(await store.claimPending(res!.next!.id, 'node-c', 30_000)).toMatchObject({ status: 'running', nodeId: 'node-c' });
+    });
+
+    it('takeOver: a heartbeat in time keeps the attempt; owe false abandons and inserts nothing', async () => {
+      const job = `take-noowe-${uid()}`;
+      const at = new Date(BASE);
+      const run = await running(job, at, { leaseMs: 300 });
+      await untilStale(store, run.id);
+      expect(await store.heartbeat(run.id, 'node-a')).toBe(true);
+      expect(await store.takeOver(run, 'node-b', 'x', true)).toBeNull();
+      await untilStale(store, run.id);
+      expect(await store.takeOver(run, 'node-b', 'job defined on no live node', false)).toEqual({ written: true, status: 'abandoned', next: null });
+      const rows = await store.periodRuns(job, at);
+      expect(rows).toHaveLength(1);
+      expect(rows[0]).toMatchObject({ status: 'abandoned', reason: 'job defined on no live node' });
+    });
+
+    it('takeOver: the third attempt ended without an outcome is recorded failed (reason and error), nothing owed', async () => {
+      const job = `take-cap-${uid()}`;
+      const at = new Date(BASE);
+      let run = await running(job, at, { leaseMs: 250 });
+      for (let attempt = 1; attempt <= 2; attempt++) {
+        await untilStale(store, run.id);
+        const res = await store.takeOver(run, 'node-b', 'lease expired', true);
+        expect(res, `attempt ${attempt}`).toMatchObject({ written: true, status: 'abandoned', next: { attempt: attempt + 1 } });
+        run = (await store.claimPending(res!.next!.id, 'node-x', 250))!;
+      }
+      await untilStale(store, run.id);
+      const res = await store.takeOver(run, 'node-b', 'lease expired', true);
+      expect(res).toEqual({ written: true, status: 'failed', next: null });
+      const rows = await store.periodRuns(job, at);
+      expect(rows.map((r) => r.status)).toEqual(['abandoned', 'abandoned', 'failed']);
+      expect(rows[2]!.reason).toMatch(/^lease expired; 3 attempts ended without an outcome/);
+      expect(rows[2]!.error).toMatch(/^lease expired; 3 attempts ended without an outcome/);
+    });
+
+    it('takeOver: 8 store instances race on one stale attempt: exactly one result, exactly one pending row', async () => {
+      const job = `take-race-${uid()}`;
+      const at = new Date(BASE);
+      const run = await running(job, at, { leaseMs: 300, nodeId: 'node-dead' });
+      await untilStale(store, run.id);
+      // SQLite: one process per instance, as SQLite nodes share a file (better-sqlite3 waits for a busy
+      // file synchronously, so instances in one process holding transactions would stall each other).
+      const results = db.config.kind === 'sqlite'
+        ? await takeOverInProcesses(8, db.config, run)
+        : await withStores(8, db.config, (racers) => Promise.all(racers.map((s, i) => s.takeOver(run, `racer-${i}`, 'lease expired', true))));
+      const won = results.filter((r) => r !== null);
+      expect(won).toHaveLength(1);
+      expect(won[0]).toMatchObject({ written: true, status: 'abandoned', next: { attempt: 2, status: 'pending' } });
+      const rows = await store.periodRuns(job, at);
+      expect(rows.map((r) => [r.attempt, r.status])).toEqual([[1, 'abandoned'], [2, 'pending']]);
+    });
+
+    describe('pending attempts', () => {
+      let pdb: FreshStore;
+      let ps: KnexRunStore;
+      let k: Knex;
+
+      beforeAll(async () => {
+        // A database of its own: duePending reads every job's rows, and the limit and order below are exact.
+        pdb = await backend.fresh();
+        extraDbs.push(pdb);
+        ps = await KnexRunStore.open(pdb.config);
+        await ps.migrate();
+        k = inspector(pdb.config);
+      });
+
+      afterAll(async () => {
+        await k?.destroy();
+        await ps?.close();
+      });
+
+      beforeEach(async () => {
+        await k(RUNS_TABLE).del();
+      });
+
+      /** A pending attempt 2 of a fresh period, due at store now + dueInMs (set behind the store's back). */
+      async function pending(job: string, dueInMs: number, at = new Date(BASE)) {
+        const r = await inserted(ps, newRun(job, at, { nodeId: 'node-owner' }));
+        const next = (await ps.endAttempt(r, 'node-owner', { status: 'interrupted' }, null)).next!;
+        await k(RUNS_TABLE).where({ id: Number(next.id) }).update({ run_at: (await ps.now()) + dueInMs });
+        return (await ps.periodRuns(job, at)).find((x) => x.id === next.id)!;
+      }
+
+      it('duePending: only pending rows due by the store clock, the longest due first, limit respected', async () => {
+        const b = await pending(`due-b-${uid()}`, -1_000);
+        const a = await pending(`due-a-${uid()}`, -5_000);
+        const c = await pending(`due-c-${uid()}`, -100);
+        const future = await pending(`due-f-${uid()}`, 60_000);
+        // Rows that are not pending, due or not: never listed.
+        const run = await inserted(ps, newRun(`due-r-${uid()}`, new Date(BASE)));
+        await k(RUNS_TABLE).where({ id: Number(run.id) }).update({ run_at: 0 });
+        const fin = await inserted(ps, newRun(`due-s-${uid()}`, new Date(BASE)));
+        await ps.finishRun(fin.id, 'node-a', { status: 'succeeded' });
+        await k(RUNS_TABLE).where({ id: Number(fin.id) }).update({ run_at: 0 });
+        await ps.insertSkipped([skipped(`due-k-${uid()}`, new Date(BASE))]);
+
+        const due = await ps.duePending();
+        expect(due.map((r) => r.id)).toEqual([a.id, b.id, c.id]);
+        expect(due[0]).toEqual(a);
+        expect((await ps.duePending(2)).map((r) => r.id)).toEqual([a.id, b.id]);
+        expect((await ps.duePending(1)).map((r) => r.id)).toEqual([a.id]);
+        // The future one becomes due by the store clock.
+        await k(RUNS_TABLE).where({ id: Number(future.id) }).update({ run_at: (await ps.now()) + 200 });
+        await waitFor('the future attempt to be due', async () => (await ps.duePending()).length === 4, 10_000, 50);
+        expect((await ps.duePending()).map((r) => r.id)).toEqual([a.id, b.id, c.id, future.id]);
+      });
+
+      it('claimPending: compare-and-set pending -> running for one node, stamped by the store clock, never before run_at', async () => {
+        const job = `claim-${uid()}`;
+        const p = await pending(job, 400);
+        // Not due yet.
+        expect(await ps.claimPending(p.id, 'node-b', 12_000)).toBeNull();
+        await waitFor('the attempt to be due', async () => (await ps.now()) >= p.runAt!.getTime(), 10_000, 20);
+        const before = await ps.now();
+        const got = await ps.claimPending(p.id, 'node-b', 12_000);
+        const after = await ps.now();
+        expect(got).toMatchObject({ id: p.id, job, attempt: 2, status: 'running', nodeId: 'node-b', leaseMs: 12_000, finishedAt: null });
+        expect(got!.startedAt.getTime()).toBeGreaterThanOrEqual(before - 2);
+        expect(got!.startedAt.getTime()).toBeLessThanOrEqual(after + 2);
+        expect(Math.abs(got!.heartbeatAt!.getTime() - got!.startedAt.getTime())).toBeLessThanOrEqual(5);
+        expect((await ps.periodRuns(job, new Date(BASE)))[1]).toEqual(got);
+        // It is this node's running attempt now: not claimable again, live, heartbeats, and ends.
+        expect(await ps.claimPending(p.id, 'node-c', 12_000)).toBeNull();
+        expect((await ps.liveRuns(job)).map((r) => r.id)).toEqual([p.id]);
+        expect(await ps.heartbeat(p.id, 'node-b')).toBe(true);
+        expect(await ps.duePending()).toEqual([]);
+        expect((await ps.endAttempt(got!, 'node-b', { status: 'succeeded' }, null)).written).toBe(true);
+        expect(await ps.claimPending(p.id, 'node-c', 12_000)).toBeNull();
+        expect(await ps.claimPending('987654321', 'node-c', 12_000)).toBeNull();
+      });
+
+      it('claimPending: 8 store instances race for one due attempt: exactly one wins', async () => {
+        const job = `claim-race-${uid()}`;
+        const p = await pending(job, -10);
+        await withStores(8, pdb.config, async (racers) => {
+          const got = await Promise.all(racers.map((s, i) => s.claimPending(p.id, `racer-${i}`, 30_000)));
+          const winners = got.flatMap((r, i) => (r ? [{ r, i }] : []));
+          expect(winners).toHaveLength(1);
+          expect(winners[0]!.r.nodeId).toBe(`racer-${winners[0]!.i}`);
+          const rows = await ps.periodRuns(job, new Date(BASE));
+          expect(rows[1]).toMatchObject({ status: 'running', nodeId: `racer-${winners[0]!.i}` });
+        });
+      });
+
+      it('releasePending gives a claimed attempt back (due again at once); only its node can', async () => {
+        const job = `release-${uid()}`;
+        const p = await pending(job, -10);
+        const got = (await ps.claimPending(p.id, 'node-b', 30_000))!;
+        expect(await ps.releasePending(got.id, 'node-c')).toBe(false);
+        const before = await ps.now();
+        expect(await ps.releasePending(got.id, 'node-b')).toBe(true);
+        const [, back] = await ps.periodRuns(job, new Date(BASE));
+        expect(back).toMatchObject({ id: p.id, status: 'pending', heartbeatAt: null, finishedAt: null });
+        expect(back!.runAt!.getTime()).toBeGreaterThanOrEqual(before - 2);
+        expect(back!.runAt!.getTime()).toBeLessThanOrEqual((await ps.now()) + 2);
+        expect((await ps.duePending()).map((r) => r.id)).toEqual([p.id]);
+        // Not running any more: a second release is false, and anyone may claim it again.
+        expect(await ps.releasePending(got.id, 'node-b')).toBe(false);
+        expect(await ps.claimPending(p.id, 'node-c', 30_000)).toMatchObject({ status: 'running', nodeId: 'node-c' });
+      });
+
+      it('abandonPending ends a pending attempt only (reason kept); not a running or finished one', async () => {
+        const job = `abpend-${uid()}`;
+        const p = await pending(job, 60_000);
+        const run = await inserted(ps, newRun(job, new Date(BASE + MINUTE)));
+        expect(await ps.abandonPending(run.id, 'no live node defines the job')).toBe(false);
+        expect(await ps.abandonPending(p.id, 'no live node defines the job')).toBe(true);
+        expect(await ps.abandonPending(p.id, 'again')).toBe(false);
+        const [first, second] = await ps.periodRuns(job, new Date(BASE));
+        expect(first!.status).toBe('interrupted');
+        expect(second).toMatchObject({ status: 'abandoned', reason: 'no live node defines the job', durationMs: 0 });
+        expect(second!.finishedAt).not.toBeNull();
+        expect((await ps.periodRuns(job, new Date(BASE + MINUTE)))[0]!.status).toBe('running');
+        // Nothing is owed after it, and it is no longer due.
+        expect(await ps.duePending()).toEqual([]);
+        expect(await ps.periodRuns(job, new Date(BASE))).toHaveLength(2);
+        expect(await ps.claimPending(p.id, 'node-c', 30_000)).toBeNull();
+      });
+    });
+
+    it('rowsInRanges: several jobs and ranges in one call, bounds inclusive, more than 100 ranges (chunked)', async () => {
+      const a = `rir-a-${uid()}`;
+      const b = `rir-b-${uid()}`;
+      const none = `rir-none-${uid()}`;
+      // a: a row every minute for 160 minutes but every third; b: rows at minutes 0, 5, 10 (several attempts at 5).
+      const aMinutes = Array.from({ length: 160 }, (_, i) => i).filter((i) => i % 3 !== 0);
+      await store.insertSkipped(aMinutes.map((i) => skipped(a, new Date(BASE + i * MINUTE))));
+      await inserted(store, newRun(b, new Date(BASE)));
+      await inserted(store, newRun(b, new Date(BASE + 5 * MINUTE)));
+      await inserted(store, newRun(b, new Date(BASE + 5 * MINUTE), { attempt: 2 }));
+      await store.insertSkipped([skipped(b, new Date(BASE + 10 * MINUTE))]);
+      // 160 single-instant ranges of a (crossing the chunk of 100), then ranges of b and of a job without rows.
+      const ranges = [
+        ...Array.from({ length: 160 }, (_, i) => ({ job: a, fromMs: BASE + i * MINUTE, toMs: BASE + i * MINUTE })),
+        { job: b, fromMs: BASE, toMs: BASE + 5 * MINUTE }, // both bounds have rows
+        { job: b, fromMs: BASE + 5 * MINUTE + 1, toMs: BASE + 10 * MINUTE - 1 }, // none inside
+        { job: none, fromMs: 0, toMs: Number.MAX_SAFE_INTEGER },
+      ];
+      const got = await store.rowsInRanges(ranges);
+      expect(got).toBeInstanceOf(Map);
+      expect([...got.keys()].sort()).toEqual([a, b].sort());
+      expect([...got.get(a)!].sort((x, y) => x - y)).toEqual(aMinutes.map((i) => BASE + i * MINUTE));
+      expect([...got.get(b)!].sort((x, y) => x - y)).toEqual([BASE, BASE + 5 * MINUTE]);
+      // The same job in both chunks: one set; overlapping ranges: counted once.
+      const mixed = await store.rowsInRanges([
+        ...Array.from({ length: 120 }, () => ({ job: b, fromMs: BASE + 10 * MINUTE, toMs: BASE + 10 * MINUTE })),
+        { job: b, fromMs: BASE, toMs: BASE },
+        { job: a, fromMs: BASE, toMs: BASE + 2 * MINUTE },
+        { job: a, fromMs: BASE + MINUTE, toMs: BASE + 4 * MINUTE },
+      ]);
+      expect([...mixed.get(b)!].sort((x, y) => x - y)).toEqual([BASE, BASE + 10 * MINUTE]);
+      expect([...mixed.get(a)!].sort((x, y) => x - y)).toEqual([1, 2, 4].map((i) => BASE + i * MINUTE));
+      expect((await store.rowsInRanges([])).size).toBe(0);
+    });
+
+    it('latestPeriod: the latest period instant with any row (pending and skipped count), null without rows', async () => {
+      const job = `latest-${uid()}`;
+      expect(await store.latestPeriod(job)).toBeNull();
+      await inserted(store, newRun(job, new Date(BASE + 3 * MINUTE)));
+      expect(await store.latestPeriod(job)).toBe(BASE + 3 * MINUTE);
+      await store.insertSkipped([skipped(job, new Date(BASE + 7 * MINUTE)), skipped(job, new Date(BASE + MINUTE))]);
+      expect(await store.latestPeriod(job)).toBe(BASE + 7 * MINUTE);
+      const r = await inserted(store, newRun(job, new Date(BASE + 9 * MINUTE)));
+      await store.endAttempt(r, 'node-a', { status: 'interrupted' }, null);
+      expect(await store.latestPeriod(job)).toBe(BASE + 9 * MINUTE);
+      // Other jobs do not count, nor a job whose name differs only by case.
+      await inserted(store, newRun(`${job}-other`, new Date(BASE + 60 * MINUTE)));
+      await inserted(store, newRun(job.toUpperCase(), new Date(BASE + 61 * MINUTE)));
+      expect(await store.latestPeriod(job)).toBe(BASE + 9 * MINUTE);
+      expect(typeof (await store.latestPeriod(job))).toBe('number');
+    });
+
+    it('insertSkipped: two instances racing the same batch count only what each inserted (the counts sum to the periods)', async () => {
+      await withStores(2, db.config, async ([s1, s2]) => {
+        for (const n of [1, 7, 450]) {
+          const job = `skipdup-${n}-${uid()}`;
+          const batch = Array.from({ length: n }, (_, i) => skipped(job, new Date(BASE + i * MINUTE), { reason: 'missed' }));
+          const [c1, c2] = await Promise.all([s1!.insertSkipped(batch), s2!.insertSkipped(batch.map((r) => ({ ...r, nodeId: 'node-t' })))]);
+          expect(c1 + c2, `${n} periods`).toBe(n);
+          expect(await store.history({ job, limit: 1000 })).toHaveLength(n);
+        }
+      });
     });
 
     describe('prune', () => {
