@@ -17,11 +17,13 @@ import { errorMessage } from '../errors.js';
 import type { Job, Trigger } from '../jobs/types.js';
 import type { Logger } from '../log.js';
 import type { JobStore, PeriodRange, RunStore, SkipReason } from '../store/types.js';
-import { latestPeriodAtOrBefore, periodKey, periodsAfter, periodsBetween } from '../time/schedule.js';
+import { latestPeriodAtOrBefore, periodKey, periodsAfter } from '../time/schedule.js';
 import type { PeriodResult, PeriodRunner } from './period.js';
 
 /** At most this many periods older than catchUp are recorded per job and sweep (a long outage takes several sweeps). */
 export const MISSED_PER_SWEEP = 2000;
+/** At most this many periods within catchUp are looked at per job and sweep, the oldest first. */
+export const RECENT_PER_SWEEP = 10_000;
 /** How often a node writes its anchors (and that it still has its jobs) to the jobs table: see JOB_SEEN_TTL_MS. */
 const FLUSH_EVERY_MS = 10_000;
 
@@ -46,7 +48,18 @@ export interface ReconcilePlan {
 }
 
 /** The periods a sweep looks at: the ranges to read rows for. */
-export function periodsToCheck(job: Job, w: ReconcileWindow): { old: Date[]; recent: Date[]; truncated: boolean } {
+export interface PeriodsToCheck {
+  /** Older than catchUp, oldest first. */
+  old: Date[];
+  /** Within catchUp, oldest first. */
+  recent: Date[];
+  /** More old periods than MISSED_PER_SWEEP: the next sweep goes on from the last one. */
+  truncated: boolean;
+  /** More recent periods than RECENT_PER_SWEEP: the latest due period is not among them. */
+  recentTruncated?: boolean;
+}
+
+export function periodsToCheck(job: Job, w: ReconcileWindow): PeriodsToCheck {
   const missedBound = w.now - job.catchUpMs - 1;
   const old = w.fromExclusive < missedBound
     ? periodsAfter(job.schedule, new Date(w.fromExclusive), new Date(Math.min(missedBound, w.upTo)), MISSED_PER_SWEEP + 1)
@@ -54,8 +67,10 @@ export function periodsToCheck(job: Job, w: ReconcileWindow): { old: Date[]; rec
   const truncated = old.length > MISSED_PER_SWEEP;
   if (truncated) old.length = MISSED_PER_SWEEP;
   const recentFrom = Math.max(w.fromExclusive, missedBound);
-  const recent = w.upTo > recentFrom ? periodsBetween(job.schedule, new Date(recentFrom), new Date(w.upTo)) : [];
-  return { old, recent, truncated };
+  const recent = w.upTo > recentFrom ? periodsAfter(job.schedule, new Date(recentFrom), new Date(w.upTo), RECENT_PER_SWEEP + 1) : [];
+  const recentTruncated = recent.length > RECENT_PER_SWEEP;
+  if (recentTruncated) recent.length = RECENT_PER_SWEEP;
+  return { old, recent, truncated, recentTruncated };
 }
 
 export function rangesOf(job: string, periods: { old: Date[]; recent: Date[] }): PeriodRange[] {
@@ -63,7 +78,7 @@ export function rangesOf(job: string, periods: { old: Date[]; recent: Date[] }):
 }
 
 /** Pure: what to record and run, given which periods have rows. */
-export function planReconcile(job: Job, w: ReconcileWindow, periods: { old: Date[]; recent: Date[]; truncated: boolean }, withRows: Set<number>): ReconcilePlan {
+export function planReconcile(job: Job, w: ReconcileWindow, periods: PeriodsToCheck, withRows: Set<number>): ReconcilePlan {
   const has = (p: Date) => withRows.has(p.getTime());
   const missed = periods.old.filter((p) => !has(p));
   const missing = periods.recent.filter((p) => !has(p));
@@ -71,9 +86,10 @@ export function planReconcile(job: Job, w: ReconcileWindow, periods: { old: Date
   let coalesced: Date[] = [];
   if (job.coalesce && missing.length > 0) {
     const latest = periods.recent[periods.recent.length - 1]!;
-    // Run only the latest missed period; when a later period has a row already, none.
-    run = has(latest) ? [] : [latest];
-    coalesced = missing.filter((p) => p !== latest);
+    // Run only the latest missed period; when a later period has a row already (or is beyond this
+    // sweep's share), none.
+    run = has(latest) || periods.recentTruncated ? [] : [latest];
+    coalesced = missing.filter((p) => !run.includes(p));
   }
   const recorded = new Set([...missed, ...coalesced].map((p) => p.getTime()));
   let through = w.fromExclusive;
@@ -86,7 +102,7 @@ export function planReconcile(job: Job, w: ReconcileWindow, periods: { old: Date
     through = p.getTime();
   }
   if (periods.truncated) through = periods.old[periods.old.length - 1]!.getTime();
-  else if (complete) through = Math.max(through, w.upTo);
+  else if (complete && !periods.recentTruncated) through = Math.max(through, w.upTo);
   return { missed, coalesced, run, through };
 }
 

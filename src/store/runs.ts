@@ -306,7 +306,7 @@ export class KnexRunStore implements RunStore {
       const updated = await this.table()
         .where({ id: runId, status: 'pending' })
         .andWhereRaw(`run_at <= ${this.db.dialect.nowMs}`)
-        .update({ status: 'running', node_id: nodeId, started_at: this.db.nowRaw(), heartbeat_at: this.db.nowRaw(), lease_ms: leaseMs });
+        .update({ status: 'running', node_id: nodeId, started_at: this.db.nowRaw(), heartbeat_at: this.db.nowRaw(), lease_ms: leaseMs, run_at: null });
       if (Number(updated) === 0) return null;
       const row = await this.table().where({ id: runId }).first<Row | undefined>();
       return row ? toRecord(row) : null;

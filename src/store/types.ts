@@ -154,7 +154,7 @@ export interface RunStore {
   duePending(limit?: number): Promise<RunRecord[]>;
   /** Compare-and-set of a due pending attempt to running, for this node; null when another node has it. */
   claimPending(runId: string, nodeId: string, leaseMs: number): Promise<RunRecord | null>;
-  /** Gives a just-claimed attempt back (it must wait, e.g. for overlap): running -> pending, due again at once. */
+  /** Gives back an owed attempt this node just claimed (it must wait, e.g. for overlap): running -> pending, due again at once. */
   releasePending(runId: string, nodeId: string): Promise<boolean>;
   /** Ends a pending attempt nobody can run (its job is defined on no live node). */
   abandonPending(runId: string, reason: string): Promise<boolean>;

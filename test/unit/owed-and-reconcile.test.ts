@@ -6,7 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import type { Job } from '../../src/jobs/types.js';
 import { MAX_RETRY_DELAY_MS, MAX_UNFINISHED, decideEnd, retryDelayMs } from '../../src/run/owed.js';
-import { MISSED_PER_SWEEP, periodsToCheck, planReconcile, rangesOf, type ReconcileWindow } from '../../src/run/reconcile.js';
+import { MISSED_PER_SWEEP, RECENT_PER_SWEEP, periodsToCheck, planReconcile, rangesOf, type ReconcileWindow } from '../../src/run/reconcile.js';
 import type { RunStatus } from '../../src/store/types.js';
 import { compileSchedule, periodsBetween } from '../../src/time/schedule.js';
 
@@ -123,7 +123,7 @@ describe('periodsToCheck / planReconcile: what a sweep records and runs, and the
     expect(planReconcile(j, win, periods, new Set(all))).toEqual({ missed: [], coalesced: [], run: [], through: T + 2 * MINUTE });
     // No period in the window at all: the anchor goes to upTo as well.
     const empty = w(T, T + 4 * MINUTE, T + 4 * MINUTE);
-    expect(periodsToCheck(j, empty)).toEqual({ old: [], recent: [], truncated: false });
+    expect(periodsToCheck(j, empty)).toEqual({ old: [], recent: [], truncated: false, recentTruncated: false });
     expect(planReconcile(j, empty, periodsToCheck(j, empty), new Set())).toEqual({ missed: [], coalesced: [], run: [], through: T + 4 * MINUTE });
   });
 
@@ -207,6 +207,38 @@ describe('periodsToCheck / planReconcile: what a sweep records and runs, and the
     const next = periodsToCheck(j, w(T - 15 * MINUTE - 1 - MISSED_PER_SWEEP * MINUTE));
     expect(next.truncated).toBe(false);
     expect(next.old).toHaveLength(MISSED_PER_SWEEP);
+  });
+
+  it(`more than RECENT_PER_SWEEP (${RECENT_PER_SWEEP}) periods within catchUp: the oldest share is looked at, the anchor stops at its end, none is lost`, () => {
+    // Every second, catchUp 6 h: 3 h of missing periods (10,800) within catchUp.
+    const base = { expression: '* * * * * *', catchUpMs: 6 * HOUR };
+    const from = T - 3 * HOUR;
+    const win = w(from);
+    for (const coalesce of [true, false]) {
+      const j = job({ ...base, coalesce });
+      const periods = periodsToCheck(j, win);
+      expect(periods.recentTruncated).toBe(true);
+      expect(periods.recent).toHaveLength(RECENT_PER_SWEEP);
+      expect(periods.recent[0]!.getTime()).toBe(from + SECOND);
+      const p = planReconcile(j, win, periods, new Set());
+      const last = from + RECENT_PER_SWEEP * SECOND;
+      expect(p.through, 'the anchor never passes a period it did not look at').toBeLessThanOrEqual(last);
+      if (coalesce) {
+        // The latest due period is beyond this share: every one of the share is coalesced, none run.
+        expect(p.run).toEqual([]);
+        expect(p.coalesced).toHaveLength(RECENT_PER_SWEEP);
+        expect(p.through).toBe(last);
+        // The next sweep's share ends at upTo: it runs the latest.
+        const rest = periodsToCheck(j, w(last));
+        expect(rest.recentTruncated).toBe(false);
+        const p2 = planReconcile(j, w(last), rest, new Set());
+        expect(p2.run.map((d) => d.getTime())).toEqual([T]);
+        expect(p2.coalesced).toHaveLength(3 * 3600 - RECENT_PER_SWEEP - 1);
+      } else {
+        expect(p.run).toHaveLength(RECENT_PER_SWEEP);
+        expect(p.through).toBe(from);
+      }
+    }
   });
 
   it('the anchor stops at the first period still owed, and goes to upTo once every period is accounted for', () => {
