@@ -11,6 +11,7 @@ import { nextCommand } from './next.js';
 import { pruneCommand } from './prune.js';
 import { runOnceCommand } from './run-once.js';
 import { runCommand } from './run.js';
+import { releaseSignals } from './signals.js';
 import { validateCommand } from './validate.js';
 
 const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
@@ -53,6 +54,8 @@ export async function main(argv: string[]): Promise<void> {
     // body that ignored its signal still holds the event loop.
     process.stdout.write('', () => process.stderr.write('', () => realExit(code)));
   };
+  // Only the daemon keeps the signals that came while it loaded (see signals.ts).
+  if (argv[2] !== 'run') releaseSignals();
   try {
     await program.parseAsync(argv);
     finish(typeof process.exitCode === 'number' ? process.exitCode : EXIT.ok);

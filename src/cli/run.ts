@@ -7,6 +7,7 @@ import { openRuntime } from '../runtime.js';
 import { formatDuration } from '../time/duration.js';
 import { describeConfig } from '../config/config.js';
 import { jobsOf, setup, withCommonOptions, type CommonOptions } from './common.js';
+import { takeHeldSignals } from './signals.js';
 
 export function runCommand(program: Command): void {
   withCommonOptions(program.command('run'), { json: false })
@@ -15,6 +16,20 @@ export function runCommand(program: Command): void {
     .option('--retention <duration|off>', 'finished runs older than this are pruned in the background, hourly (SCHEDULER_RETENTION, default 30d)')
     .action(async (options: CommonOptions) => {
       const { config, log } = setup(options, 'stdout');
+      // Signals are handled from the start: a SIGTERM while the jobs load or the store opens is a clean
+      // stop, not death by the signal's default action. SIGHUP is logged and ignored (reload comes later).
+      let requested: NodeJS.Signals | undefined;
+      let onSignal = (signal: NodeJS.Signals) => {
+        requested ??= signal;
+      };
+      process.on('SIGTERM', (s) => onSignal(s));
+      process.on('SIGINT', (s) => onSignal(s));
+      process.on('SIGHUP', () => log.warn('SIGHUP received: reloading is not supported yet; ignored'));
+      for (const s of takeHeldSignals()) {
+        if (s === 'SIGHUP') log.warn('SIGHUP received: reloading is not supported yet; ignored');
+        else onSignal(s);
+      }
+
       const { jobs, invalid } = await jobsOf(config);
       for (const f of invalid) for (const p of f.problems) log.error({ file: f.file }, p);
       const rt = await openRuntime(config, log);
@@ -33,7 +48,7 @@ export function runCommand(program: Command): void {
 
       await new Promise<void>((resolve) => {
         let stopping = false;
-        const onSignal = (signal: NodeJS.Signals) => {
+        onSignal = (signal: NodeJS.Signals) => {
           if (stopping) {
             log.warn({ signal }, 'second signal: interrupting in-flight runs now');
             scheduler.force();
@@ -47,8 +62,8 @@ export function runCommand(program: Command): void {
             resolve();
           });
         };
-        process.on('SIGTERM', onSignal);
-        process.on('SIGINT', onSignal);
+        // A signal that came while starting.
+        if (requested) onSignal(requested);
       });
       await pruner.stop();
       await rt.close();

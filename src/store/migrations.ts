@@ -9,6 +9,14 @@ export const RUNS_TABLE = 'scheduler_runs';
 export const JOBS_TABLE = 'scheduler_jobs';
 export const MIGRATIONS_TABLE = 'scheduler_migrations';
 
+/** The indexes read newest first (ORDER BY started_at DESC, id DESC). */
+const ORDERED_INDEXES: Array<[string, string[]]> = [
+  ['scheduler_runs_started', ['started_at']],
+  ['scheduler_runs_job_started', ['job', 'started_at']],
+  ['scheduler_runs_job_status_started', ['job', 'status', 'started_at']],
+  ['scheduler_runs_status_started', ['status', 'started_at']],
+];
+
 interface Migration {
   name: string;
   up(knex: Knex): Promise<void>;
@@ -93,6 +101,26 @@ const migrations: Migration[] = [
         t.index(['status'], 'scheduler_runs_status');
         t.dropColumn('run_at');
       });
+    },
+  },
+  {
+    // PostgreSQL's indexes do not end with the primary key as InnoDB's do: with `id` in them, the
+    // newest-first reads (ORDER BY started_at DESC, id DESC) are served by the index alone, so the
+    // planner keeps to (job, started_at, id) for `history <job>` whatever the table's size.
+    name: '0003_postgres_index_order',
+    async up(knex) {
+      if (knex.client.config.client !== 'pg') return;
+      for (const [name, columns] of ORDERED_INDEXES) {
+        await knex.raw('DROP INDEX IF EXISTS ??', [name]);
+        await knex.raw(`CREATE INDEX ?? ON ?? (${columns.map(() => '??').join(', ')}, ??)`, [name, RUNS_TABLE, ...columns, 'id']);
+      }
+    },
+    async down(knex) {
+      if (knex.client.config.client !== 'pg') return;
+      for (const [name, columns] of ORDERED_INDEXES) {
+        await knex.raw('DROP INDEX IF EXISTS ??', [name]);
+        await knex.raw(`CREATE INDEX ?? ON ?? (${columns.map(() => '??').join(', ')})`, [name, RUNS_TABLE, ...columns]);
+      }
     },
   },
 ];

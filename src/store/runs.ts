@@ -409,7 +409,8 @@ export class KnexRunStore implements RunStore {
     return this.wrap('read last runs', async () => {
       const out = new Map<string, RunRecord>();
       for (const job of jobs) {
-        const row = await this.table().where({ job }).orderBy([{ column: 'started_at', order: 'desc' }, { column: 'id', order: 'desc' }]).first<Row | undefined>();
+        const row = await this.knex.from(this.db.dialect.tableUsing(this.knex, RUNS_TABLE, 'scheduler_runs_job_started'))
+          .where({ job }).orderBy([{ column: 'started_at', order: 'desc' }, { column: 'id', order: 'desc' }]).first<Row | undefined>();
         if (row) out.set(job, toRecord(row));
       }
       return out;
@@ -418,7 +419,10 @@ export class KnexRunStore implements RunStore {
 
   async history(query: HistoryQuery): Promise<RunRecord[]> {
     return this.wrap('read history', async () => {
-      const q = this.table().select('*');
+      // The index that serves the filters and the order at any size (see Dialect.tableUsing).
+      const index = query.job ? (query.status ? 'scheduler_runs_job_status_started' : 'scheduler_runs_job_started')
+        : query.status ? 'scheduler_runs_status_started' : 'scheduler_runs_started';
+      const q = this.knex.from(this.db.dialect.tableUsing(this.knex, RUNS_TABLE, index)).select('*');
       if (query.job) q.where({ job: query.job });
       if (query.status) q.where({ status: query.status });
       q.orderBy([{ column: 'started_at', order: 'desc' }, { column: 'id', order: 'desc' }]).limit(query.limit ?? 50);

@@ -199,6 +199,26 @@ describe('daemon lifecycle', () => {
 
   });
 
+  it('SIGHUP is logged and ignored (the run goes on); SIGTERM sent while the daemon is still starting is a clean stop', async () => {
+    const ws = workspace();
+    ws.writeJob('good.mjs', jobSource(`schedule: '* * * * * *',`));
+    const d = start(ws);
+    await waitForLog(d, 'the daemon to schedule', 'scheduler started');
+    d.proc.kill('SIGHUP');
+    await waitFor('the SIGHUP warning', () => d.logs().some((l) => /SIGHUP/.test(String(l.msg))), 10_000);
+    const before = effects(ws).length;
+    await waitFor('the daemon to keep running after SIGHUP', () => effects(ws).length >= before + 2, 15_000);
+    expect(await d.stop('SIGTERM')).toBe(0);
+
+    // A SIGTERM at once, before the jobs are loaded and the store is open.
+    const early = start(ws);
+    await waitFor('the process to be up', () => early.proc.pid !== undefined, 5_000);
+    await new Promise((r) => setTimeout(r, 150));
+    early.proc.kill('SIGTERM');
+    const code = await early.exited;
+    expect(code, `a clean exit, not death by the signal\n${early.output}${early.errors}`).toBe(0);
+  });
+
   it('Redis: no master answers at start: the daemon starts anyway, runs its periods through the run row, warns once, stops cleanly', async () => {
     const secret = 's3cret-Pa55';
     const ws = workspace();

@@ -123,6 +123,7 @@ export function mysqlDialect(): Dialect {
     // UNIX_TIMESTAMP(CURRENT_TIMESTAMP) converts through the session zone and steps by an hour at a fall-back.
     nowMs: "CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000 AS SIGNED)",
     bigint: 'SIGNED',
+    tableUsing: (knex, table, index) => knex.raw('?? FORCE INDEX (??)', [table, index]),
 
     async insertClaims(db, table, rows) {
       // One statement per row: a multi-row INSERT fails whole on one duplicate, and MySQL's

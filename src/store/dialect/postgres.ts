@@ -65,6 +65,7 @@ export const postgresDialect: Dialect = {
   nowMs: 'CAST(FLOOR(EXTRACT(EPOCH FROM clock_timestamp()) * 1000) AS BIGINT)',
 
   bigint: 'BIGINT',
+  tableUsing: (_knex, table) => table,
 
   ...onConflictDoNothing,
 

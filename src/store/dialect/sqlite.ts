@@ -40,6 +40,7 @@ export const sqliteDialect: Dialect = {
   nowMs: "CAST(unixepoch('subsec') * 1000 AS INTEGER)",
 
   bigint: 'BIGINT',
+  tableUsing: (_knex, table) => table,
 
   ...onConflictDoNothing,
 
