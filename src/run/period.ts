@@ -50,10 +50,6 @@ export class PeriodRunner {
     for (const wake of this.sleepers) wake();
   }
 
-  get isStopped(): boolean {
-    return this.stopped;
-  }
-
   /** Claims an attempt of a period by inserting its row, and runs it. Never throws. */
   async runPeriod(job: Job, scheduledAt: Date, trigger: Trigger, options: RunPeriodOptions = {}): Promise<PeriodResult> {
     const attempt = options.attempt ?? 1;

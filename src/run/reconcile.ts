@@ -165,7 +165,6 @@ export class Reconciler {
   /** Per job: every period at or before this instant has a row (this node's view; the table's is a lower bound). */
   private readonly through = new Map<string, number>();
   private lastFlush = 0;
-  private dirty = false;
   /** Periods recorded missed by this node (each counted by one node only). */
   missedPeriods = 0;
   /** Jobs whose catch-up runs this node is going through now: not dispatched again meanwhile. */
@@ -196,10 +195,6 @@ export class Reconciler {
       this.through.set(job.name, Math.max(through, this.through.get(job.name) ?? -Infinity));
     }
     this.lastFlush = Date.now();
-  }
-
-  anchor(job: string): number | undefined {
-    return this.through.get(job);
   }
 
   /**
@@ -281,7 +276,6 @@ export class Reconciler {
   private setThrough(job: string, through: number): void {
     if (through > (this.through.get(job) ?? -Infinity)) {
       this.through.set(job, through);
-      this.dirty = true;
     }
   }
 
@@ -292,13 +286,8 @@ export class Reconciler {
   async flush(force = false): Promise<void> {
     if (!force && Date.now() - this.lastFlush < FLUSH_EVERY_MS) return;
     this.lastFlush = Date.now();
-    this.dirty = false;
     const now = Date.now();
     const idle = [...this.idle].filter((name) => !this.through.has(name)).map((name) => [name, now] as [string, number]);
     await this.jobs.advance(new Map([...this.through, ...idle]), [...this.through.keys()]);
-  }
-
-  get hasUnflushed(): boolean {
-    return this.dirty;
   }
 }

@@ -343,22 +343,6 @@ export class KnexRunStore implements RunStore {
     });
   }
 
-  async abandonRun(runId: string, status: 'abandoned' | 'failed', reason: string): Promise<boolean> {
-    return this.wrap('abandon run', async () => {
-      const updated = await this.table()
-        .where({ id: runId, status: 'running' })
-        .andWhereRaw(this.stale)
-        .update({
-          status,
-          reason,
-          error: status === 'failed' ? reason : null,
-          finished_at: this.db.nowRaw(),
-          duration_ms: this.knex.raw(`${this.db.dialect.nowMs} - started_at`),
-        });
-      return Number(updated) > 0;
-    });
-  }
-
   async periodRuns(job: string, scheduledAt: Date, shard = 0): Promise<RunRecord[]> {
     return this.wrap('read period', async () => {
       const rows = await this.table().where({ job, scheduled_at: scheduledAt.getTime(), shard }).orderBy('attempt', 'asc');

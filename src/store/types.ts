@@ -166,12 +166,6 @@ export interface RunStore {
   liveRuns(job: string): Promise<RunRecord[]>;
   /** Running attempts whose heartbeat is older than their lease, by the store's clock, the stalest first. */
   staleRuns(limit?: number): Promise<RunRecord[]>;
-  /**
-   * Compare-and-set: ends a running attempt whose lease has expired (by the store's clock) with
-   * `status` ('abandoned', or 'failed' when the period has abandoned too many attempts). True for
-   * exactly one caller; false when the attempt heartbeated again, finished, or another node got there first.
-   */
-  abandonRun(runId: string, status: 'abandoned' | 'failed', reason: string): Promise<boolean>;
   /** Period instants (epoch ms) of the job that have any row, in [fromMs, toMs]. */
   periodsWithRows(job: string, fromMs: number, toMs: number): Promise<Set<number>>;
   /** periodsWithRows for many ranges in one statement: job -> instants with a row. */

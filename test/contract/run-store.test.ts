@@ -435,7 +435,7 @@ export function describeRunStore(backend: Backend): void {
       expect(await store.liveRuns(`nojob-${uid()}`)).toEqual([]);
     });
 
-    it('staleRuns: running rows whose lease ran out by the store clock; abandonRun is a compare-and-set', async () => {
+    it('staleRuns: running rows whose lease ran out by the store clock; takeOver is a compare-and-set', async () => {
       const job = `stale-${uid()}`;
       const short = await inserted(store, newRun(job, new Date(BASE), { leaseMs: 300, nodeId: 'node-dead' }));
       const long = await inserted(store, newRun(job, new Date(BASE + MINUTE), { leaseMs: 60_000 }));
@@ -444,16 +444,16 @@ export function describeRunStore(backend: Backend): void {
       const mine = async () => (await store.staleRuns()).filter((r) => r.job === job).map((r) => r.id);
       // Live: not stale, and cannot be abandoned.
       expect(await mine()).toEqual([]);
-      expect(await store.abandonRun(short.id, 'abandoned', 'lease expired')).toBe(false);
+      expect(await store.takeOver(short, 'node-x', 'lease expired', false)).toBeNull();
       await waitFor('the short lease to run out', async () => (await mine()).length === 1, 10_000, 50);
       expect(await mine()).toEqual([short.id]);
-      expect(await store.abandonRun(long.id, 'abandoned', 'lease expired')).toBe(false);
-      expect(await store.abandonRun(done.id, 'abandoned', 'lease expired')).toBe(false);
+      expect(await store.takeOver(long, 'node-x', 'lease expired', false)).toBeNull();
+      expect(await store.takeOver(done, 'node-x', 'lease expired', false)).toBeNull();
 
       // Several nodes race to abandon it: exactly one wins.
       await withStores(8, db.config, async (racers) => {
-        const wins = await Promise.all(racers.map((s) => s.abandonRun(short.id, 'abandoned', 'lease expired: node node-dead stopped heartbeating')));
-        expect(wins.filter(Boolean)).toHaveLength(1);
+        const wins = await Promise.all(racers.map((s) => s.takeOver(short, 'node-x', 'lease expired: node node-dead stopped heartbeating', false)));
+        expect(wins.filter((w) => w !== null)).toHaveLength(1);
       });
       const [row] = await store.periodRuns(job, new Date(BASE));
       expect(row).toMatchObject({ status: 'abandoned', reason: 'lease expired: node node-dead stopped heartbeating', nodeId: 'node-dead' });
@@ -467,17 +467,19 @@ export function describeRunStore(backend: Backend): void {
       expect((await store.insertRun(newRun(job, new Date(BASE), { attempt: 2 }))).outcome).toBe('inserted');
     });
 
-    it("abandonRun: a heartbeat in time keeps the attempt; 'failed' records the reason as the error", async () => {
+    it('takeOver: a heartbeat in time keeps the attempt; once it lapses again the takeover owes attempt 2', async () => {
       const job = `stale2-${uid()}`;
       const run = await inserted(store, newRun(job, new Date(BASE), { leaseMs: 300 }));
       await waitFor('the lease to run out', async () => (await store.staleRuns()).some((r) => r.id === run.id), 10_000, 50);
-      // The owner heartbeats before anyone abandons it: live again, the CAS fails.
+      // The owner heartbeats before anyone takes it over: live again, the CAS fails.
       expect(await store.heartbeat(run.id, 'node-a')).toBe(true);
-      expect(await store.abandonRun(run.id, 'abandoned', 'x')).toBe(false);
+      expect(await store.takeOver(run, 'node-x', 'x', true)).toBeNull();
       await waitFor('the lease to run out again', async () => (await store.staleRuns()).some((r) => r.id === run.id), 10_000, 50);
-      expect(await store.abandonRun(run.id, 'failed', 'abandoned 3 attempts')).toBe(true);
-      const [row] = await store.periodRuns(job, new Date(BASE));
-      expect(row).toMatchObject({ status: 'failed', reason: 'abandoned 3 attempts', error: 'abandoned 3 attempts' });
+      const ended = await store.takeOver(run, 'node-x', 'lease expired', true);
+      expect(ended).toMatchObject({ written: true, status: 'abandoned' });
+      expect(ended!.next).toMatchObject({ attempt: 2, status: 'pending', nodeId: 'node-x' });
+      const rows = await store.periodRuns(job, new Date(BASE));
+      expect(rows.map((r) => [r.attempt, r.status, r.reason])).toEqual([[1, 'abandoned', 'lease expired'], [2, 'pending', null]]);
     });
 
     it('insertSkipped writes skipped rows with their reason, and leaves existing rows untouched', async () => {
