@@ -16,21 +16,13 @@
 import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { resolveSeed, runChaos } from './chaos-lib.mjs';
-import { buildSnapshot, sourceState } from './lib.mjs';
+import { buildSnapshot, sourceState, parseFlags } from './lib.mjs';
 
 function parseOptions(argv) {
-  const flags = {};
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i];
-    if (!a.startsWith('--')) throw new Error(`unexpected argument ${a}`);
-    const [name, inline] = a.slice(2).split('=', 2);
-    if (['no-build', 'keep', 'help'].includes(name)) flags[name] = true;
-    else flags[name] = inline ?? argv[++i];
-  }
-  if (flags.help) {
-    process.stdout.write('usage: node bench/chaos.mjs [--seconds 120] [--seed S] [--settle 120] [--no-build] [--keep] [--log-level info] [--json-out FILE]\n');
-    process.exit(0);
-  }
+  const flags = parseFlags(argv, {
+    booleans: ['no-build', 'keep'],
+    usage: 'usage: node bench/chaos.mjs [--seconds 120] [--seed S] [--settle 120] [--no-build] [--keep] [--log-level info] [--json-out FILE]\n',
+  });
   const seconds = Number(flags.seconds ?? 120);
   if (!Number.isFinite(seconds) || seconds < 20) throw new Error(`--seconds: expected a number >= 20, got ${flags.seconds}`);
   const settle = Number(flags.settle ?? 120);

@@ -33,8 +33,7 @@ import { execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import {
-  PROJECT_ROOT, fmt, randomTag, sleep, startRedisServers, summarise, table,
-} from './lib.mjs';
+  PROJECT_ROOT, fmt, randomTag, sleep, startRedisServers, summarise, table, parseFlags } from './lib.mjs';
 import {
   Cluster, SniffingProxy, Workspace, createFaultDatabase, duplicates, longJobSource, trivialJobSource, waitFor,
 } from './fault-lib.mjs';
@@ -48,21 +47,13 @@ function parseDuration(s) {
 }
 
 function parseOptions(argv) {
-  const flags = {};
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i];
-    if (!a.startsWith('--')) throw new Error(`unexpected argument ${a}`);
-    const [name, inline] = a.slice(2).split('=', 2);
-    if (['no-build', 'keep', 'help'].includes(name)) flags[name] = true;
-    else flags[name] = inline ?? argv[++i];
-  }
-  if (flags.help) {
-    process.stdout.write('usage: node bench/faults.mjs [--goals takeover,pause,pause-inflight,redis] [--rounds 5] [--ttls 2s,5s] [--pause-ttls 2s,5s]\n' +
+  const flags = parseFlags(argv, {
+    booleans: ['no-build', 'keep'],
+    usage: 'usage: node bench/faults.mjs [--goals takeover,pause,pause-inflight,redis] [--rounds 5] [--ttls 2s,5s] [--pause-ttls 2s,5s]\n' +
       '       [--inflight-ttls 5s] [--inflight-redis on|off|on,off]\n' +
       '       [--nodes 3] [--redis 3] [--jobs 20] [--phase-seconds 20] [--settle 2] [--warmup 3] [--log-level info]\n' +
-      '       [--no-build] [--keep] [--json-out FILE]\n');
-    process.exit(0);
-  }
+      '       [--no-build] [--keep] [--json-out FILE]\n',
+  });
   const num = (flag, dflt, min = 1) => {
     if (flags[flag] === undefined) return dflt;
     const n = Number(flags[flag]);

@@ -38,26 +38,17 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import {
   PROJECT_ROOT, SchedulerNode, adminConnection, createBenchDatabase, fmt, globalVariable, randomTag, readJsonLines,
-  buildSnapshot, cpuTimeMs, sleep, sourceState, startRedisServers, statDelta, summarise, table, tail, userStatistics,
-} from './lib.mjs';
+  buildSnapshot, cpuTimeMs, sleep, sourceState, startRedisServers, statDelta, summarise, table, tail, userStatistics, parseFlags } from './lib.mjs';
 
 // ------------------------------------------------------------------------------------- options
 
 function parseOptions(argv) {
-  const flags = {};
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i];
-    if (!a.startsWith('--')) throw new Error(`unexpected argument ${a}`);
-    const [name, inline] = a.slice(2).split('=', 2);
-    if (['no-build', 'keep', 'help'].includes(name)) flags[name] = true;
-    else flags[name] = inline ?? argv[++i];
-  }
-  if (flags.help) {
-    process.stdout.write(`usage: node bench/fire-latency.mjs [--seconds N] [--scenarios single,multi,trace] [--nodes 4] [--redis 3] [--jobs 5]\n` +
+  const flags = parseFlags(argv, {
+    booleans: ['no-build', 'keep'],
+    usage: `usage: node bench/fire-latency.mjs [--seconds N] [--scenarios single,multi,trace] [--nodes 4] [--redis 3] [--jobs 5]\n` +
       `       [--multi-seconds N] [--trace-seconds N] [--trace-jobs N] [--warmup 3] [--log-level info] [--target 20]\n` +
-      `       [--no-build | --package DIR] [--keep] [--json-out FILE] [--node-args "..."]\n`);
-    process.exit(0);
-  }
+      `       [--no-build | --package DIR] [--keep] [--json-out FILE] [--node-args "..."]\n`,
+  });
   const env = process.env;
   const num = (flag, envName, dflt) => {
     const raw = flags[flag] ?? env[envName];

@@ -354,3 +354,23 @@ export function cpuTimeMs(pid) {
     return NaN;
   }
 }
+
+/**
+ * `--name value`, `--name=value` and boolean `--flag`s (those in `booleans`); `--help` prints `usage`
+ * and exits. Shared by the bench scripts.
+ */
+export function parseFlags(argv, { booleans = [], usage = '' } = {}) {
+  const flags = {};
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    if (!a.startsWith('--')) throw new Error(`unexpected argument ${a}`);
+    const [name, inline] = a.slice(2).split('=', 2);
+    if ([...booleans, 'help'].includes(name)) flags[name] = true;
+    else flags[name] = inline ?? argv[++i];
+  }
+  if (flags.help) {
+    process.stdout.write(usage.endsWith('\n') ? usage : `${usage}\n`);
+    process.exit(0);
+  }
+  return flags;
+}

@@ -37,27 +37,18 @@ import { performance } from 'node:perf_hooks';
 import { createInterface } from 'node:readline';
 import { pathToFileURL } from 'node:url';
 import {
-  PROJECT_ROOT, SCHEDULER_BIN, adminConnection, createBenchDatabase, exited, fmt, globalVariable, randomTag, sleep, sourceState, table,
-} from './lib.mjs';
+  PROJECT_ROOT, SCHEDULER_BIN, adminConnection, createBenchDatabase, exited, fmt, globalVariable, randomTag, sleep, sourceState, table, parseFlags } from './lib.mjs';
 
 const dist = (p) => pathToFileURL(join(PROJECT_ROOT, 'dist', p)).href;
 
 // ------------------------------------------------------------------------------------- options
 
 function parseOptions(argv) {
-  const flags = {};
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i];
-    if (!a.startsWith('--')) throw new Error(`unexpected argument ${a}`);
-    const [name, inline] = a.slice(2).split('=', 2);
-    if (['keep', 'help', 'skip-idle'].includes(name)) flags[name] = true;
-    else flags[name] = inline ?? argv[++i];
-  }
-  if (flags.help) {
-    process.stdout.write('usage: node bench/store-scale.mjs [--rows N] [--store mysql|postgres] [--keep] [--json-out FILE] [--reps 50] [--warmup 5]\n'
-      + '       [--startups 5] [--chunk 1000000] [--idle-nodes 1,3,5] [--idle-seconds 30] [--skip-idle]\n');
-    process.exit(0);
-  }
+  const flags = parseFlags(argv, {
+    booleans: ['keep', 'skip-idle'],
+    usage: 'usage: node bench/store-scale.mjs [--rows N] [--store mysql|postgres] [--keep] [--json-out FILE] [--reps 50] [--warmup 5]\n'
+      + '       [--startups 5] [--chunk 1000000] [--idle-nodes 1,3,5] [--idle-seconds 30] [--skip-idle]\n',
+  });
   const num = (flag, dflt) => {
     if (flags[flag] === undefined) return dflt;
     const n = Number(String(flags[flag]).replace(/_/g, ''));
