@@ -23,7 +23,8 @@ import { periodKey } from '../time/schedule.js';
 import type { Lease, LockProvider } from './lock.js';
 
 export type ClaimResult =
-  | { outcome: 'won'; run: RunRecord; lease: Lease | null; release: () => void }
+  /** `sentAt`: when the statement that claimed the row was sent (monotonic ms); the store's lease runs from after it. */
+  | { outcome: 'won'; run: RunRecord; lease: Lease | null; release: () => void; sentAt: number }
   | { outcome: 'lost-lock' | 'lost-row' | 'skipped-overlap' | 'blocked-overlap' | 'in-hand'; running?: RunRecord };
 
 /** How overlap 'skip' is checked (see above). */
@@ -75,24 +76,26 @@ export class Claimer {
     const { job, scheduledAt, trigger, attempt, checkOverlap: check } = req;
     const key = periodKey(job.name, scheduledAt);
     return this.guarded(key, attempt, job.lockTtlMs, async () => {
+      const ttl = job.lockTtlMs;
       if (check === 'wait') {
-        const live = others(await this.store.liveRuns(job.name), key, scheduledAt, false);
+        const live = others(await this.store.liveRuns(job.name, ttl), key, scheduledAt, false);
         if (live.length > 0) return { outcome: 'blocked-overlap', running: live[0] };
       }
       // The tick's overlap check goes out beside the INSERT (one round trip on the path to the body, not two).
+      const sentAt = performance.now();
       const [inserted, live] = await Promise.all([
-        this.store.insertRun({ job: job.name, scheduledAt, periodKey: key, attempt, trigger, nodeId: this.nodeId, leaseMs: job.lockTtlMs }),
-        check !== 'none' ? this.store.liveRuns(job.name) : Promise.resolve([]),
+        this.store.insertRun({ job: job.name, scheduledAt, periodKey: key, attempt, trigger, nodeId: this.nodeId, leaseMs: ttl }),
+        check !== 'none' ? this.store.liveRuns(job.name, ttl) : Promise.resolve([]),
       ]);
       if (inserted.outcome === 'duplicate') return { outcome: 'lost-row' };
       // Only a live run of an EARLIER period blocks now, so that two periods claimed at the same moment
       // cannot skip each other. The row is ours already: the skip is recorded on it.
       const earlier = others(live, key, scheduledAt, true);
       if (earlier.length > 0) {
-        await this.store.finishRun(inserted.run.id, this.nodeId, { status: 'skipped', reason: 'overlap' });
+        await this.store.finishRun(inserted.run.id, this.nodeId, { status: 'skipped', reason: 'overlap' }, ttl);
         return { outcome: 'skipped-overlap', running: earlier[0] };
       }
-      return { outcome: 'won', run: inserted.run };
+      return { outcome: 'won', run: inserted.run, sentAt };
     });
   }
 
@@ -104,25 +107,27 @@ export class Claimer {
     const skip = job.overlap === 'skip';
     const { periodKey: key, scheduledAt } = pending;
     return this.guarded(key, pending.attempt, job.lockTtlMs, async () => {
+      const ttl = job.lockTtlMs;
       if (skip) {
-        const live = others(await this.store.liveRuns(job.name), key, scheduledAt, false);
+        const live = others(await this.store.liveRuns(job.name, ttl), key, scheduledAt, false);
         if (live.length > 0) return { outcome: 'blocked-overlap', running: live[0] };
       }
-      const run = await this.store.claimPending(pending.id, this.nodeId, job.lockTtlMs);
+      const sentAt = performance.now();
+      const run = await this.store.claimPending(pending.id, this.nodeId, ttl);
       if (!run) return { outcome: 'lost-row' };
       if (skip) {
-        const earlier = others(await this.store.liveRuns(job.name), key, scheduledAt, true);
+        const earlier = others(await this.store.liveRuns(job.name, ttl), key, scheduledAt, true);
         if (earlier.length > 0) {
           await this.store.releasePending(run.id, this.nodeId);
           return { outcome: 'blocked-overlap', running: earlier[0] };
         }
       }
-      return { outcome: 'won', run };
+      return { outcome: 'won', run, sentAt };
     });
   }
 
   /** The in-process guard and the lock around a row claim; the lock is let go unless the claim won. */
-  private async guarded(key: string, attempt: number, ttlMs: number, claimRow: () => Promise<ClaimResult | { outcome: 'won'; run: RunRecord }>): Promise<ClaimResult> {
+  private async guarded(key: string, attempt: number, ttlMs: number, claimRow: () => Promise<ClaimResult | { outcome: 'won'; run: RunRecord; sentAt: number }>): Promise<ClaimResult> {
     if (this.inHand.has(key)) return { outcome: 'in-hand' };
     this.inHand.add(key);
     let lease: Lease | null = null;
@@ -146,7 +151,7 @@ export class Claimer {
       const result = await claimRow();
       if (result.outcome !== 'won') return result;
       won = true;
-      return { outcome: 'won', run: result.run, lease, release: () => this.inHand.delete(key) };
+      return { outcome: 'won', run: result.run, lease, release: () => this.inHand.delete(key), sentAt: result.sentAt };
     } finally {
       if (!won) {
         this.inHand.delete(key);

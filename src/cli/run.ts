@@ -66,7 +66,8 @@ export function runCommand(program: Command): void {
         if (requested) onSignal(requested);
       });
       await pruner.stop();
-      await rt.close();
+      // Closing waits for the pools; a store that does not answer must not hold the exit.
+      await Promise.race([rt.close(), new Promise((r) => setTimeout(r, 2000).unref())]);
       log.info('stopped');
     });
 }

@@ -183,8 +183,11 @@ export class Scheduler {
 
 
   /**
-   * Stops claiming, lets in-flight runs finish within the grace period, then aborts the rest with
-   * reason 'shutdown' (recorded 'interrupted'). `force()` cuts the grace short.
+   * The shutdown, as one chain of deadlines: no new claims; in-flight runs (claims in flight at the
+   * signal included) may finish within the grace period; then they are aborted with reason
+   * 'shutdown' (recorded 'interrupted', the next attempt owed at once); then outcome writes get at most
+   * their job's lockTtl to land (the store may be down), and what could not be written is logged and
+   * left to the takeover. `force()` (a second signal) cuts every remaining wait short.
    */
   async stop(graceMs: number): Promise<void> {
     this.stopped = true;
@@ -194,25 +197,41 @@ export class Scheduler {
     const { runner, executor, log } = this.options;
     runner.stop();
     log.info({ inFlight: executor.size, graceMs }, 'stopping: no new claims; waiting for in-flight runs');
+    let forced = false;
     const graceOver = new Promise<'grace'>((resolve) => {
-      this.forceStop = () => resolve('grace');
+      this.forceStop = () => {
+        forced = true;
+        resolve('grace');
+      };
       setTimeout(() => resolve('grace'), graceMs).unref();
     });
-    const drained = executor.drain().then(() => 'drained' as const);
-    if ((await Promise.race([drained, graceOver])) === 'grace' && executor.size > 0) {
-      log.warn({ inFlight: executor.size }, 'grace period over: interrupting in-flight runs');
+    // Everything started before the signal: claims in flight, attempts, catch-ups.
+    const settled = async () => {
+      await Promise.allSettled([...this.tracked]);
+      await executor.drain();
+    };
+    const finished = settled().then(() => 'drained' as const);
+    if ((await Promise.race([finished, graceOver])) === 'grace') {
+      if (!forced) log.warn({ inFlight: executor.size }, 'grace period over: interrupting in-flight runs');
       executor.abortAll('shutdown');
+      executor.limitWrites(forced ? 0 : undefined);
+      this.forceStop = () => executor.limitWrites(0);
+      // Bounded: each outcome write gives up at its deadline; the longest lease bounds the wait.
+      const longest = Math.max(0, ...this.states.map((st) => st.job.lockTtlMs));
+      await Promise.race([finished, sleep(forced ? 500 : longest + 500)]);
     }
-    await executor.drain();
-    executor.markStopping();
-    await Promise.allSettled([...this.tracked]);
-    await this.options.reconciler.flush(true).catch(() => {});
+    // The catch-up anchors, if the store answers soon: the next start reads the periods again anyway.
+    await Promise.race([this.options.reconciler.flush(true).catch(() => {}), sleep(forced ? 0 : 1000)]);
   }
 
   private forceStop: () => void = () => {};
 
-  /** A second signal: interrupt in-flight runs now (they are still recorded). */
+  /** A second signal: interrupt in-flight runs now, and stop waiting for their outcome writes. */
   force(): void {
     this.forceStop();
   }
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms).unref());
 }

@@ -40,6 +40,12 @@ const STATUS_ON_ABORT: Record<AbortReason, RunOutcome['status']> = {
   'lease-lost': 'abandoned',
 };
 
+/** The outcome of an attempt aborted before its body began. */
+function notStarted(reason: AbortReason): RunOutcome {
+  const what = reason === 'shutdown' ? 'interrupted by shutdown before it started' : reason === 'lease-lost' ? 'lease lost before it started' : 'timed out before it started';
+  return { status: STATUS_ON_ABORT[reason] ?? 'failed', error: what, reason };
+}
+
 /** How often the self-fencing watchdog looks at the attempts in flight. */
 const FENCE_CHECK_MS = 100;
 
@@ -52,22 +58,33 @@ export class Executor {
   private readonly inFlight = new Map<string, InFlight>();
   private readonly fences = new Set<() => void>();
   private fenceTimer: NodeJS.Timeout | undefined;
-  private stopping = false;
+  /** After a shutdown's abort, attempts claimed later start aborted too (a claim in flight at the signal). */
+  private abortedWith: AbortReason | undefined;
+  /** Shutdown: from this monotonic instant, outcome writes are tried for their job's lockTtl at most, then left to the takeover. */
+  private writesLimitedAt = Infinity;
+  /** A second signal: outcome writes are not tried again after this instant. */
+  private writeDeadline = Infinity;
 
+  /** @param now the node's clock corrected to the store's (epoch ms): periods start at their instant by it. */
   constructor(
     private readonly store: RunStore,
     private readonly nodeId: string,
     private readonly log: Logger,
+    private readonly now: () => number = Date.now,
   ) {}
 
   get size(): number {
     return this.inFlight.size;
   }
 
-  /** Runs one claimed attempt to its recorded end. Never throws. */
-  execute(job: Job, run: RunRecord, lease: Lease | null, onDone?: () => void, notBefore?: Date): Promise<AttemptResult> {
+  /**
+   * Runs one claimed attempt to its recorded end. Never throws. `claimSentAt` (monotonic) is when the
+   * statement that claimed the row was sent: the store's lease runs from a moment after it.
+   */
+  execute(job: Job, run: RunRecord, lease: Lease | null, onDone?: () => void, notBefore?: Date, claimSentAt?: number): Promise<AttemptResult> {
     const controller = new AbortController();
-    const done = this.attempt(job, run, lease, controller, notBefore).finally(() => {
+    if (this.abortedWith) controller.abort(this.abortedWith);
+    const done = this.attempt(job, run, lease, controller, notBefore, claimSentAt ?? performance.now()).finally(() => {
       this.inFlight.delete(run.id);
       onDone?.();
     });
@@ -79,7 +96,7 @@ export class Executor {
   async dryRun(job: Job, scheduledAt: Date, trigger: Trigger, attempt = 1): Promise<AttemptResult> {
     const fake: RunRecord = {
       id: `dry-run-${randomUUID()}`, job: job.name, scheduledAt, periodKey: periodKey(job.name, scheduledAt), shard: 0,
-      attempt, trigger, status: 'running', reason: null, nodeId: this.nodeId, startedAt: new Date(), runAt: null, finishedAt: null,
+      attempt, trigger, status: 'running', reason: null, nodeId: this.nodeId, startedAt: new Date(), claimedAt: null, runAt: null, finishedAt: null,
       durationMs: null, heartbeatAt: null, leaseMs: job.lockTtlMs, result: null, error: null, errorStack: null,
     };
     const controller = new AbortController();
@@ -91,47 +108,75 @@ export class Executor {
     };
   }
 
-  /** Aborts every in-flight body with reason 'shutdown'. */
+  /** Aborts every in-flight body with `reason`, and any attempt claimed from now on. */
   abortAll(reason: AbortReason): void {
+    this.abortedWith = reason;
     for (const { controller } of this.inFlight.values()) controller.abort(reason);
   }
 
-  /** Resolves when every in-flight attempt has been recorded. */
+  /** Resolves when every in-flight attempt has been recorded (or given up, past the write deadline). */
   async drain(): Promise<void> {
     while (this.inFlight.size > 0) await Promise.allSettled([...this.inFlight.values()].map((f) => f.done));
   }
 
-  /** After this, outcome writes that fail are given up (and logged) instead of retried forever. */
-  markStopping(): void {
-    this.stopping = true;
+  /**
+   * Shutdown: outcome writes that cannot land within their job's lockTtl from now (or `windowMs`,
+   * when given) are given up and logged; the rows stay `running` and their lease runs out, so
+   * another node takes them over.
+   */
+  limitWrites(windowMs?: number): void {
+    const now = performance.now();
+    this.writesLimitedAt = Math.min(this.writesLimitedAt, now);
+    if (windowMs !== undefined) this.writeDeadline = Math.min(this.writeDeadline, now + Math.max(0, windowMs));
+    for (const wake of this.writeWaiters) wake();
   }
 
-  private async attempt(job: Job, run: RunRecord, lease: Lease | null, controller: AbortController, notBefore?: Date): Promise<AttemptResult> {
+  private deadlineFor(job: Job): number {
+    return Math.min(this.writeDeadline, this.writesLimitedAt + job.lockTtlMs);
+  }
+
+  private readonly writeWaiters = new Set<() => void>();
+
+  private async attempt(job: Job, run: RunRecord, lease: Lease | null, controller: AbortController, notBefore: Date | undefined, claimSentAt: number): Promise<AttemptResult> {
     const log = this.log.child({ job: job.name, periodKey: run.periodKey, runId: run.id, attempt: run.attempt });
     // The lease is kept from the claim until the outcome has been written, not only while the body runs:
     // a finished run whose outcome waits for the store must not look abandoned meanwhile.
-    const keeper = this.keepLease(job, run, lease, controller, log);
-    // A period claimed ahead of its instant starts at the instant; the lease is kept meanwhile.
-    const wait = notBefore ? notBefore.getTime() - Date.now() : 0;
-    if (wait > 0) await new Promise((r) => setTimeout(r, wait));
-    const started = Date.now();
-    const outcome = await this.body(job, run, controller, false, log);
+    const keeper = this.keepLease(job, run, lease, controller, log, claimSentAt);
+    // A period claimed ahead of its instant starts at the instant (by the clock corrected to the
+    // store's); the lease is kept meanwhile, and an abort meanwhile (shutdown, self-fencing) ends the wait.
+    const wait = notBefore ? notBefore.getTime() - this.now() : 0;
+    if (wait > 0 && !controller.signal.aborted) {
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(done, wait);
+        function done() {
+          clearTimeout(timer);
+          controller.signal.removeEventListener('abort', done);
+          resolve();
+        }
+        controller.signal.addEventListener('abort', done, { once: true });
+      });
+    }
+    const started = performance.now();
+    // An attempt aborted before its body began (claimed as the node stopped, or its lease unproven by
+    // then) does not start it: it ends as an abort would have ended it.
+    const outcome = controller.signal.aborted ? notStarted(controller.signal.reason as AbortReason) : await this.body(job, run, controller, false, log);
+    const ended = performance.now();
     keeper.bodyDone();
-    let ended;
+    let written;
     try {
-      ended = await this.record(job, run, outcome, log);
+      written = await this.record(job, run, outcome, log, started, ended);
     } finally {
       keeper.stop();
     }
     if (lease) await lease.release();
-    const durationMs = Date.now() - started;
-    const line = { status: ended.status, durationMs, ...(outcome.error ? { error: outcome.error } : {}) };
-    if (ended.status === 'succeeded') log.info(line, 'run succeeded');
-    else log.warn(line, `run ${ended.status}`);
-    if (ended.next) log.info({ nextAttempt: ended.next.attempt, runAt: ended.next.runAt?.toISOString() }, 'next attempt owed (pending)');
+    const durationMs = Math.round(ended - started);
+    const line = { status: written.status, durationMs, ...(outcome.error ? { error: outcome.error } : {}) };
+    if (written.status === 'succeeded') log.info(line, 'run succeeded');
+    else log.warn(line, `run ${written.status}`);
+    if (written.next) log.info({ nextAttempt: written.next.attempt, runAt: written.next.runAt?.toISOString() }, 'next attempt owed (pending)');
     return {
       job: job.name, periodKey: run.periodKey, scheduledAt: run.scheduledAt, attempt: run.attempt, trigger: run.trigger,
-      runId: run.id, status: ended.status, result: outcome.result, error: outcome.error ?? null, durationMs, recorded: ended.written, next: ended.next,
+      runId: run.id, status: written.status, result: outcome.result, error: outcome.error ?? null, durationMs, recorded: written.written, next: written.next,
     };
   }
 
@@ -184,7 +229,7 @@ export class Executor {
    * (store clock). A row that is no longer this attempt's, or a lock held by someone else, aborts
    * ctx.signal with 'lease-lost'. An unreachable Redis or store is not a loss by itself.
    */
-  private keepLease(job: Job, run: RunRecord, lease: Lease | null, controller: AbortController, log: Logger): { bodyDone(): void; stop(): void } {
+  private keepLease(job: Job, run: RunRecord, lease: Lease | null, controller: AbortController, log: Logger, claimSentAt: number): { bodyDone(): void; stop(): void } {
     const every = Math.max(200, Math.floor(job.lockTtlMs / 3));
     let timer: NodeJS.Timeout | undefined;
     let stopped = false;
@@ -193,7 +238,7 @@ export class Executor {
     // Self-fencing, on the monotonic clock: the send time of the last beat the store confirmed (the
     // claim, at first). The store's lease runs from a moment after it, so a node that aborts at
     // confirmed + lease - margin aborts before the store can give the lease to another node.
-    let confirmedAt = performance.now();
+    let confirmedAt = claimSentAt;
     const fenceAfter = job.lockTtlMs - fenceMargin(job.lockTtlMs);
     const fence = () => {
       if (stopped || bodyDone || controller.signal.aborted) return;
@@ -211,7 +256,7 @@ export class Executor {
       try {
         const [lock, row] = await Promise.all([
           lease ? lease.extend(job.lockTtlMs) : Promise.resolve('ok' as const),
-          this.store.heartbeat(run.id, this.nodeId).catch((err: unknown) => {
+          this.store.heartbeat(run.id, this.nodeId, job.lockTtlMs).catch((err: unknown) => {
             if (err instanceof StoreUnavailableError) return 'unavailable' as const;
             throw err;
           }),
@@ -238,7 +283,8 @@ export class Executor {
         timer.unref();
       }
     };
-    timer = setTimeout(() => void beat(), every);
+    // The first beat is due a third of the lease after the claim was sent (a slow claim beats sooner).
+    timer = setTimeout(() => void beat(), Math.max(0, every - (performance.now() - claimSentAt)));
     timer.unref();
     return {
       bodyDone: () => {
@@ -273,26 +319,39 @@ export class Executor {
   /**
    * Writes the outcome, with what it owes next. While the store is unreachable the outcome is kept
    * and tried again at the heartbeat cadence (the lease is kept meanwhile), so that it lands as soon
-   * as the store answers, before any other node may judge the lease.
+   * as the store answers, before any other node may judge the lease; at shutdown, until the write
+   * deadline (see limitWrites). An attempt that lost its lease writes nothing: the row is no longer
+   * provably this node's, and the takeover (by any node, once the store's lease has run out) ends it.
    */
-  private async record(job: Job, run: RunRecord, outcome: RunOutcome, log: Logger): Promise<{ written: boolean; status: FinalStatus; next: RunRecord | null }> {
+  private async record(job: Job, run: RunRecord, outcome: RunOutcome, log: Logger, bodyStarted: number, bodyEnded: number): Promise<{ written: boolean; status: FinalStatus; next: RunRecord | null }> {
+    if (outcome.reason === 'lease-lost') {
+      log.warn('lease lost: no outcome is written; the row is taken over (abandoned, next attempt owed) once its lease has run out by the store\'s clock');
+      return { written: false, status: outcome.status, next: null };
+    }
     const policy = { retries: job.retries, retryDelayMs: job.retryDelayMs };
     const every = Math.min(200, Math.max(50, Math.floor(job.lockTtlMs / 10)));
     let attempt: RunOutcome = outcome;
     let warned = false;
     for (;;) {
+      const sentAt = performance.now();
       try {
-        const ended = await this.store.endAttempt(run, this.nodeId, attempt, policy);
+        const bodyMsAgo = { started: sentAt - bodyStarted, ended: sentAt - bodyEnded };
+        const ended = await this.store.endAttempt(run, this.nodeId, { ...attempt, bodyMsAgo }, policy);
         if (!ended.written) log.warn({ status: outcome.status }, 'outcome not recorded: the attempt is no longer this node\'s');
         return ended;
       } catch (err) {
-        if (err instanceof StoreUnavailableError && !this.stopping) {
-          if (!warned) log.warn({ err: { message: errorMessage(err) } }, 'store unreachable: keeping the outcome and trying again');
-          warned = true;
-          await new Promise((r) => setTimeout(r, every));
-          continue;
+        if (err instanceof StoreUnavailableError) {
+          if (performance.now() < this.deadlineFor(job)) {
+            if (!warned) log.warn({ err: { message: errorMessage(err) } }, 'store unreachable: keeping the outcome and trying again');
+            warned = true;
+            await this.pause(every, job);
+            continue;
+          }
+          log.error({ err: { message: errorMessage(err) }, outcome: { status: outcome.status, error: outcome.error } },
+            'shutdown: the outcome could not be written before the deadline; the row stays running and is taken over once its lease runs out');
+          return { written: false, status: outcome.status, next: null };
         }
-        if (attempt === outcome && !(err instanceof StoreUnavailableError)) {
+        if (attempt === outcome) {
           // The store refused this outcome (not its connection): record the status at least, or the
           // row would be left running and later taken over, running a finished period again.
           log.error({ err: { message: errorMessage(err) } }, 'outcome refused by the store: recording the status alone');
@@ -303,5 +362,18 @@ export class Executor {
         return { written: false, status: outcome.status, next: null };
       }
     }
+  }
+
+  /** A wait between outcome writes that a shutdown's write deadline cuts short. */
+  private pause(ms: number, job: Job): Promise<void> {
+    return new Promise((resolve) => {
+      const wake = () => {
+        clearTimeout(timer);
+        this.writeWaiters.delete(wake);
+        resolve();
+      };
+      const timer = setTimeout(wake, Math.min(ms, Math.max(0, this.deadlineFor(job) - performance.now())));
+      this.writeWaiters.add(wake);
+    });
   }
 }

@@ -88,7 +88,7 @@ export class PeriodRunner {
         }
         return result;
       }
-      const outcome = await this.executor.execute(job, claim.run, claim.lease, claim.release, n === attempt ? options.notBefore : undefined);
+      const outcome = await this.executor.execute(job, claim.run, claim.lease, claim.release, n === attempt ? options.notBefore : undefined, claim.sentAt);
       result.attempts.push(outcome);
       const next = outcome.next;
       if (!options.followOwed || !next || this.stopped) return result;

@@ -1,8 +1,11 @@
 /**
- * One connection pool to the store, shared by the table stores (runs, jobs; later nodes and
- * idempotency keys). It knows the dialect, reads the store's clock, classifies errors once, and
- * migrates under an advisory lock.
+ * The connections to the store, shared by the table stores (runs, jobs; later nodes and idempotency
+ * keys): a pool for everything, and a small pool of its own for the statements that keep leases
+ * (heartbeats, clock samples), so that a burst of claims cannot starve them. It knows the dialect,
+ * reads the store's clock, classifies errors once, bounds every statement by a timeout, and migrates
+ * under an advisory lock.
  */
+import { AsyncLocalStorage } from 'node:async_hooks';
 import knexFactory, { type Knex } from 'knex';
 import type { StoreConfig } from '../config/config.js';
 import { redactText, redactUrl } from '../config/redact.js';
@@ -13,21 +16,63 @@ import { MIGRATIONS_TABLE, migrationSource } from './migrations.js';
 /** How long a node waits for another node's migration before giving up. */
 const MIGRATION_LOCK_WAIT_MS = 120_000;
 
+/** A statement with no lease at stake that has not answered in this time counts as a store that does not answer. */
+export const QUERY_TIMEOUT_MS = 10_000;
+
+/**
+ * The timeout of the statements that take, keep or end a lease: under a third of it, so that a
+ * statement lost on a dead connection (a black-holed socket answers nothing, not even an error) costs
+ * one heartbeat, not the lease; the next one goes out on a fresh connection.
+ */
+export function leaseQueryTimeout(leaseMs: number): number {
+  return Math.max(100, Math.min(QUERY_TIMEOUT_MS, Math.floor(leaseMs / 3) - 10));
+}
+
+/** The timeout of the statements run inside `Database.withTimeout` (async context, so transactions inherit it). */
+const timeouts = new AsyncLocalStorage<number>();
+
+interface KnexClientInternals {
+  query(this: unknown, connection: unknown, obj: unknown): Promise<unknown>;
+}
+
+/**
+ * Every statement of this knex gets a timeout (knex rejects it and disposes of its connection); its
+ * socket is destroyed shortly after, so that a transaction's ROLLBACK on it fails at once instead of
+ * waiting on a connection that answers nothing. knex has no pool-wide statement timeout: this hooks
+ * the client's query method, which knex 3.3 (pinned) calls for every statement, in transactions too.
+ */
+function boundStatements(knex: Knex, dialect: Dialect): void {
+  const client = knex.client as unknown as KnexClientInternals;
+  const query = client.query;
+  client.query = function (this: unknown, connection: unknown, obj: unknown) {
+    const ms = timeouts.getStore() ?? QUERY_TIMEOUT_MS;
+    if (obj !== null && typeof obj === 'object' && (obj as { timeout?: number }).timeout === undefined) (obj as { timeout?: number }).timeout = ms;
+    const answer = query.call(this, connection, obj);
+    const timer = setTimeout(() => dialect.destroyConnection(connection), ms + 100);
+    timer.unref();
+    void answer.then(() => clearTimeout(timer), () => clearTimeout(timer));
+    return answer;
+  };
+}
+
 export class Database {
   readonly kind: StoreConfig['kind'];
   readonly dialect: Dialect;
   readonly knex: Knex;
+  /** The lease keepers' own pool (the same as `knex` on SQLite, whose driver is synchronous). */
+  readonly leaseKnex: Knex;
   /** The store's URL with its password redacted, for messages. */
   readonly shownUrl: string;
 
-  private constructor(dialect: Dialect, knex: Knex, shownUrl: string) {
+  private constructor(dialect: Dialect, knex: Knex, leaseKnex: Knex, shownUrl: string) {
     this.kind = dialect.kind;
     this.dialect = dialect;
     this.knex = knex;
+    this.leaseKnex = leaseKnex;
     this.shownUrl = shownUrl;
   }
 
-  /** Opens the pool and checks that the store answers (StoreUnavailableError otherwise). */
+  /** Opens the pools and checks that the store answers (StoreUnavailableError otherwise). */
   static async open(config: StoreConfig): Promise<Database> {
     const dialect = dialectFor(config.kind);
     const shown = redactUrl(config.url);
@@ -38,7 +83,21 @@ export class Database {
       await knex.destroy().catch(() => {});
       throw new StoreUnavailableError(`store ${shown} cannot be reached: ${redactText(errorMessage(err))}`, { cause: err });
     }
-    return new Database(dialect, knex, shown);
+    let leaseKnex = knex;
+    if (dialect.kind !== 'sqlite') {
+      boundStatements(knex, dialect);
+      const base = dialect.knexConfig(config);
+      // Two connections at most, and a short wait for one: a heartbeat that cannot get a connection
+      // soon is better tried again (the next beat) than queued.
+      leaseKnex = knexFactory({ ...base, pool: { ...base.pool, min: 0, max: 2 }, acquireConnectionTimeout: 1000 });
+      boundStatements(leaseKnex, dialect);
+    }
+    return new Database(dialect, knex, leaseKnex, shown);
+  }
+
+  /** Runs `fn` with every statement it sends bounded by `ms` (see leaseQueryTimeout). */
+  withTimeout<T>(ms: number, fn: () => Promise<T>): Promise<T> {
+    return timeouts.run(ms, fn);
   }
 
   /** The store's clock as an SQL expression (epoch ms), for values the store writes itself. */
@@ -86,6 +145,19 @@ export class Database {
     });
   }
 
+  /**
+   * One sample of the store's clock on the lease pool, with the local monotonic instants around it:
+   * the store's reading was taken somewhere between `sentAt` and `receivedAt`.
+   */
+  async clockSample(timeoutMs: number): Promise<{ storeMs: number; sentAt: number; receivedAt: number; wallAtReceive: number }> {
+    return this.wrap('read clock', () => this.withTimeout(timeoutMs, async () => {
+      const sentAt = performance.now();
+      const row = (await this.leaseKnex.first(this.leaseKnex.raw(`${this.dialect.nowMs} as now_ms`))) as { now_ms: number | string };
+      const receivedAt = performance.now();
+      return { storeMs: Number(row.now_ms), sentAt, receivedAt, wallAtReceive: Date.now() };
+    }));
+  }
+
   /** Creates or upgrades the tables; safe when several nodes call it at once. */
   async migrate(): Promise<void> {
     const config = { tableName: MIGRATIONS_TABLE, migrationSource };
@@ -103,7 +175,7 @@ export class Database {
   }
 
   async close(): Promise<void> {
-    await this.knex.destroy();
+    await Promise.all([this.knex.destroy(), this.leaseKnex === this.knex ? undefined : this.leaseKnex.destroy()]);
   }
 }
 

@@ -123,6 +123,21 @@ const migrations: Migration[] = [
       }
     },
   },
+  {
+    // The claim instant apart from the body's start (started_at, now written with the outcome), so that
+    // durations exclude the claim-ahead. Nullable: rows written before it keep started_at alone.
+    name: '0005_claimed_at',
+    async up(knex) {
+      await knex.schema.alterTable(RUNS_TABLE, (t) => {
+        t.bigInteger('claimed_at').nullable(); // store clock
+      });
+    },
+    async down(knex) {
+      await knex.schema.alterTable(RUNS_TABLE, (t) => {
+        t.dropColumn('claimed_at');
+      });
+    },
+  },
 ];
 
 export const migrationSource: Knex.MigrationSource<Migration> = {

@@ -6,7 +6,7 @@ import type { Knex } from 'knex';
 import type { StoreConfig } from '../config/config.js';
 import { errorMessage } from '../errors.js';
 import { decideEnd } from '../run/owed.js';
-import { Database } from './database.js';
+import { Database, leaseQueryTimeout } from './database.js';
 import { RUNS_TABLE } from './migrations.js';
 import type {
   EndResult, FinalStatus, HistoryQuery, InsertResult, NewRun, PeriodRange, RetryPolicy, RunOutcome, RunRecord, RunStatus, RunStore, SkippedRun,
@@ -28,6 +28,7 @@ interface Row {
   reason: string | null;
   node_id: string;
   started_at: number | string;
+  claimed_at: number | string | null;
   run_at: number | string | null;
   heartbeat_at: number | string | null;
   lease_ms: number;
@@ -61,6 +62,7 @@ function toRecord(row: Row): RunRecord {
     reason: row.reason,
     nodeId: row.node_id,
     startedAt: new Date(Number(row.started_at)),
+    claimedAt: date(row.claimed_at),
     runAt: date(row.run_at),
     finishedAt: date(row.finished_at),
     durationMs: row.duration_ms === null ? null : Number(row.duration_ms),
@@ -129,6 +131,12 @@ export class KnexRunStore implements RunStore {
     return this.db.wrap(what, fn);
   }
 
+  /** A statement that takes, keeps or ends a lease: bounded by a third of it (see leaseQueryTimeout). */
+  private leased<T>(what: string, leaseMs: number | undefined, fn: () => Promise<T>): Promise<T> {
+    if (leaseMs === undefined || leaseMs <= 0) return this.wrap(what, fn);
+    return this.wrap(what, () => this.db.withTimeout(leaseQueryTimeout(leaseMs), fn));
+  }
+
   private table(db: Knex | Knex.Transaction = this.knex): Knex.QueryBuilder {
     return db(RUNS_TABLE);
   }
@@ -153,12 +161,13 @@ export class KnexRunStore implements RunStore {
       status: 'running',
       node_id: run.nodeId,
       started_at: this.db.nowRaw(),
+      claimed_at: this.db.nowRaw(),
       heartbeat_at: this.db.nowRaw(),
       lease_ms: run.leaseMs,
     };
     // One round trip on the claim path where the dialect allows it: the row as stored (store-clock
     // stamps included) comes back with the INSERT, and a lost race is an empty answer.
-    const [stored] = await this.wrap('insert run', () => this.db.dialect.insertClaims(this.knex, RUNS_TABLE, [row], PERIOD_KEY));
+    const [stored] = await this.leased('insert run', run.leaseMs, () => this.db.dialect.insertClaims(this.knex, RUNS_TABLE, [row], PERIOD_KEY));
     return stored ? { outcome: 'inserted', run: toRecord(stored as unknown as Row) } : { outcome: 'duplicate' };
   }
 
@@ -188,10 +197,14 @@ export class KnexRunStore implements RunStore {
   }
 
   private outcomeColumns(outcome: RunOutcome): Record<string, unknown> {
+    const body = outcome.bodyMsAgo;
+    const ago = (ms: number) => this.knex.raw(`${this.db.dialect.nowMs} - ?`, [Math.max(0, Math.round(ms))]);
     return {
       status: outcome.status,
-      finished_at: this.db.nowRaw(),
-      duration_ms: this.knex.raw(`${this.db.dialect.nowMs} - started_at`),
+      // The body's own start and end on the store's clock (the node measured how long ago they were).
+      ...(body
+        ? { started_at: ago(body.started), finished_at: ago(body.ended), duration_ms: Math.max(0, Math.round(body.started - body.ended)) }
+        : { finished_at: this.db.nowRaw(), duration_ms: this.knex.raw(`${this.db.dialect.nowMs} - started_at`) }),
       result: serialiseResult(outcome.result),
       error: storableText(outcome.error),
       error_stack: storableText(outcome.errorStack),
@@ -199,8 +212,8 @@ export class KnexRunStore implements RunStore {
     };
   }
 
-  async finishRun(runId: string, nodeId: string, outcome: RunOutcome): Promise<boolean> {
-    return this.wrap('record outcome', async () => {
+  async finishRun(runId: string, nodeId: string, outcome: RunOutcome, leaseMs?: number): Promise<boolean> {
+    return this.leased('record outcome', leaseMs, async () => {
       const updated = await this.table().where({ id: runId, node_id: nodeId, status: 'running' }).update(this.outcomeColumns(outcome));
       return Number(updated) > 0;
     });
@@ -226,6 +239,7 @@ export class KnexRunStore implements RunStore {
       status: 'pending',
       node_id: nodeId,
       started_at: this.db.nowRaw(),
+      claimed_at: null,
       run_at: this.db.nowPlus(delayMs),
       lease_ms: run.leaseMs,
     }], PERIOD_KEY);
@@ -235,9 +249,9 @@ export class KnexRunStore implements RunStore {
   async endAttempt(run: RunRecord, nodeId: string, outcome: RunOutcome, policy: RetryPolicy | null): Promise<EndResult> {
     // The common case (succeeded, skipped) owes nothing: one conditional UPDATE, as before.
     if (!OWING.has(outcome.status)) {
-      return { written: await this.finishRun(run.id, nodeId, outcome), status: outcome.status, next: null };
+      return { written: await this.finishRun(run.id, nodeId, outcome, run.leaseMs), status: outcome.status, next: null };
     }
-    return this.db.transaction('record outcome', async (trx) => {
+    return this.leased('record outcome', run.leaseMs, () => this.knex.transaction(async (trx) => {
       await this.lockRow(trx, run.id);
       const updated = await trx(RUNS_TABLE).where({ id: run.id, node_id: nodeId, status: 'running' }).update(this.outcomeColumns(outcome));
       if (Number(updated) === 0) return { written: false, status: outcome.status, next: null };
@@ -248,7 +262,7 @@ export class KnexRunStore implements RunStore {
       }
       const next = decision.next ? await this.insertNext(trx, run, nodeId, decision.next.delayMs) : null;
       return { written: true, status: decision.status, next };
-    });
+    }));
   }
 
   /**
@@ -302,11 +316,11 @@ export class KnexRunStore implements RunStore {
   }
 
   async claimPending(runId: string, nodeId: string, leaseMs: number): Promise<RunRecord | null> {
-    return this.wrap('claim pending run', async () => {
+    return this.leased('claim pending run', leaseMs, async () => {
       const updated = await this.table()
         .where({ id: runId, status: 'pending' })
         .andWhereRaw(`run_at <= ${this.db.dialect.nowMs}`)
-        .update({ status: 'running', node_id: nodeId, started_at: this.db.nowRaw(), heartbeat_at: this.db.nowRaw(), lease_ms: leaseMs, run_at: null });
+        .update({ status: 'running', node_id: nodeId, started_at: this.db.nowRaw(), claimed_at: this.db.nowRaw(), heartbeat_at: this.db.nowRaw(), lease_ms: leaseMs, run_at: null });
       if (Number(updated) === 0) return null;
       const row = await this.table().where({ id: runId }).first<Row | undefined>();
       return row ? toRecord(row) : null;
@@ -328,9 +342,10 @@ export class KnexRunStore implements RunStore {
     });
   }
 
-  async heartbeat(runId: string, nodeId: string): Promise<boolean> {
-    return this.wrap('heartbeat', async () => {
-      const updated = await this.table().where({ id: runId, node_id: nodeId, status: 'running' }).update({ heartbeat_at: this.db.nowRaw() });
+  async heartbeat(runId: string, nodeId: string, leaseMs?: number): Promise<boolean> {
+    // On the lease keepers' own connections: a burst of claims on the main pool cannot delay it.
+    return this.leased('heartbeat', leaseMs, async () => {
+      const updated = await this.table(this.db.leaseKnex).where({ id: runId, node_id: nodeId, status: 'running' }).update({ heartbeat_at: this.db.nowRaw() });
       return Number(updated) > 0;
     });
   }
@@ -350,8 +365,8 @@ export class KnexRunStore implements RunStore {
     });
   }
 
-  async liveRuns(job: string): Promise<RunRecord[]> {
-    return this.wrap('read running runs', async () => {
+  async liveRuns(job: string, leaseMs?: number): Promise<RunRecord[]> {
+    return this.leased('read running runs', leaseMs, async () => {
       const rows = await this.table()
         .where({ job, status: 'running' })
         .andWhereRaw(`heartbeat_at + lease_ms >= ${this.db.dialect.nowMs}`)

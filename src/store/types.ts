@@ -30,8 +30,13 @@ export interface RunRecord {
   reason: string | null;
   /** The node that runs (or ran) the attempt; for a pending attempt, the node that made it owed. */
   nodeId: string;
-  /** When the attempt was claimed (store clock); for a pending attempt, when it was made owed. */
+  /**
+   * When the body started (store clock), written with the outcome; until then (running, pending, and
+   * rows written before migration 0005) the claim instant.
+   */
   startedAt: Date;
+  /** When the attempt was claimed (store clock; a tick claims 100 ms ahead of the instant); null on rows from before migration 0005. */
+  claimedAt: Date | null;
   /** A pending attempt is due at this instant (store clock); null otherwise. */
   runAt: Date | null;
   finishedAt: Date | null;
@@ -69,6 +74,12 @@ export interface RunOutcome {
   error?: string | null;
   errorStack?: string | null;
   reason?: string | null;
+  /**
+   * How long before this write was sent the body started and ended, by the node's monotonic clock:
+   * the store turns them into started_at and finished_at on its own clock, so that a row's times
+   * need no agreement between clocks and exclude the claim-ahead and any wait for the store.
+   */
+  bodyMsAgo?: { started: number; ended: number };
 }
 
 export interface HistoryQuery {
@@ -136,7 +147,7 @@ export interface RunStore {
    * Final write of an attempt, conditional on it still being this node's running attempt.
    * False means the attempt is no longer ours (taken over, or already finished): nothing was written.
    */
-  finishRun(runId: string, nodeId: string, outcome: RunOutcome): Promise<boolean>;
+  finishRun(runId: string, nodeId: string, outcome: RunOutcome, leaseMs?: number): Promise<boolean>;
   /**
    * Ends a running attempt of this node, in one transaction with what is owed next: a failure with
    * retries left inserts attempt n + 1 'pending' at now + backoff; an attempt that ended without an
@@ -159,11 +170,11 @@ export interface RunStore {
   /** Ends a pending attempt nobody can run (its job is defined on no live node). */
   abandonPending(runId: string, reason: string): Promise<boolean>;
   /** Refreshes the heartbeat (store clock) of a running attempt; false when it is no longer ours. */
-  heartbeat(runId: string, nodeId: string): Promise<boolean>;
+  heartbeat(runId: string, nodeId: string, leaseMs?: number): Promise<boolean>;
   /** Every attempt of one period, oldest first. */
   periodRuns(job: string, scheduledAt: Date, shard?: number): Promise<RunRecord[]>;
   /** The job's runs with status 'running' whose heartbeat is younger than their lease (store clock). */
-  liveRuns(job: string): Promise<RunRecord[]>;
+  liveRuns(job: string, leaseMs?: number): Promise<RunRecord[]>;
   /** Running attempts whose heartbeat is older than their lease, by the store's clock, the stalest first. */
   staleRuns(limit?: number): Promise<RunRecord[]>;
   /** Period instants (epoch ms) of the job that have any row, in [fromMs, toMs]. */

@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Job } from '../../src/jobs/types.js';
 import { Executor, fenceMargin } from '../../src/run/execute.js';
 import { KnexRunStore } from '../../src/store/runs.js';
-import type { RunStore } from '../../src/store/types.js';
+import type { RunRecord, RunStore } from '../../src/store/types.js';
 
 const LOCK_TTL_MS = 6000; // beats every 2000 ms; self-fences 4500 ms after the last confirmed beat
 const STALL_MS = 2500; // the first beat's answer takes this long (longer than the interval)
@@ -109,7 +109,17 @@ describe('lease keeping after a stalled heartbeat', () => {
     expect(result.status).toBe('abandoned');
     expect(abortedAt!).toBeGreaterThanOrEqual(ttl - fenceMargin(ttl) - 50);
     expect(abortedAt!).toBeLessThan(ttl);
-    // The row was still this node's: the attempt is recorded ended without an outcome, and attempt 2 is owed at once.
+    // A node that could not prove its lease writes no outcome: the row stays running until its lease
+    // runs out by the store's clock, and then the takeover (any node's sweep) ends it and owes attempt 2.
+    expect(result.recorded).toBe(false);
+    expect((await real.periodRuns('fence', new Date(0))).map((r) => [r.attempt, r.status])).toEqual([[1, 'running']]);
+    let stale: RunRecord[] = [];
+    for (const until = Date.now() + 10_000; stale.length === 0 && Date.now() < until; ) {
+      stale = await real.staleRuns();
+      if (stale.length === 0) await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(stale.map((r) => r.id)).toEqual([inserted.run.id]);
+    expect((await real.takeOver(stale[0]!, 'n2', 'lease expired', true))?.next?.attempt).toBe(2);
     const rows = await real.periodRuns('fence', new Date(0));
     expect(rows.map((r) => [r.attempt, r.status])).toEqual([[1, 'abandoned'], [2, 'pending']]);
   });

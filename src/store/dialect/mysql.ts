@@ -162,6 +162,10 @@ export function mysqlDialect(): Dialect {
 
     classify: classifyMysql,
 
+    destroyConnection(connection) {
+      (connection as { destroy?: () => void } | null)?.destroy?.();
+    },
+
     ...sessionLocks(tryLock, unlock),
   };
 }

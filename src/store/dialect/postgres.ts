@@ -69,6 +69,10 @@ export const postgresDialect: Dialect = {
 
   ...onConflictDoNothing,
 
+  destroyConnection(connection) {
+    (connection as { connection?: { stream?: { destroy?: () => void } } } | null)?.connection?.stream?.destroy?.();
+  },
+
   classify(err): ErrorClass {
     const code = String((err as { code?: string } | undefined)?.code ?? '');
     if (!code) {

@@ -44,6 +44,9 @@ export const sqliteDialect: Dialect = {
 
   ...onConflictDoNothing,
 
+  // better-sqlite3 is synchronous: a statement never waits on a socket.
+  destroyConnection() {},
+
   classify(err): ErrorClass {
     const code = String((err as { code?: string } | undefined)?.code ?? '');
     if (code === 'SQLITE_CONSTRAINT_UNIQUE' || code === 'SQLITE_CONSTRAINT_PRIMARYKEY') return 'duplicate';

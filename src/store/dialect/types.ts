@@ -46,6 +46,8 @@ export interface Dialect {
   /** Inserts rows, leaving those whose key exists untouched; returns how many were inserted. */
   insertMissing(db: Knex | Knex.Transaction, table: string, rows: RowValues[], key: string[]): Promise<number>;
   classify(err: unknown): ErrorClass;
+  /** Closes a pooled connection's socket at once (a statement on it did not answer in time). */
+  destroyConnection(connection: unknown): void;
   /**
    * Runs `fn` holding a named advisory lock, trying for it until `deadlineMs` (then throws). The lock
    * is the session's: the server frees it if this process dies.
