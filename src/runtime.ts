@@ -16,6 +16,7 @@ import { Database } from './store/database.js';
 import { KnexJobStore } from './store/jobs.js';
 import { KnexRunStore } from './store/runs.js';
 import type { JobStore, RunStore } from './store/types.js';
+import { StoreClock } from './time/store-clock.js';
 
 /** The store's tables over one pool. */
 export interface Stores {
@@ -32,6 +33,8 @@ export interface Runtime extends Stores {
   runner: PeriodRunner;
   takeover: Takeover;
   reconciler: Reconciler;
+  /** The store's clock as this node estimates it: what periods fire by. */
+  clock: StoreClock;
 }
 
 /** Opens the store and migrates it (under a lock). */
@@ -73,16 +76,20 @@ export async function openRuntime(config: Config, log: Logger): Promise<Runtime>
       throw err;
     }
   }
-  const { store, jobStore } = stores;
+  const { store, jobStore, db } = stores;
+  // SQLite's clock is this machine's own: nothing to estimate.
+  const clock = new StoreClock(db.kind === 'sqlite' ? null : (timeoutMs) => db.clockSample(timeoutMs), log);
+  await clock.start();
   const claimer = new Claimer(store, lock, config.nodeId, log);
   if (lockDown) claimer.lockUnavailable(lockDown);
-  const executor = new Executor(store, config.nodeId, log);
+  const executor = new Executor(store, config.nodeId, log, () => clock.now());
   const runner = new PeriodRunner(store, claimer, executor, log);
   const takeover = new Takeover(store, jobStore, runner, config.nodeId, log);
   const reconciler = new Reconciler(store, jobStore, runner, config.nodeId, log);
   return {
-    ...stores, lock, claimer, executor, runner, takeover, reconciler,
+    ...stores, lock, claimer, executor, runner, takeover, reconciler, clock,
     async close() {
+      clock.stop();
       await lock.close().catch(() => {});
       await stores.close().catch(() => {});
     },

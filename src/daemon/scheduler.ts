@@ -157,15 +157,16 @@ export class Scheduler {
       const second = state.afterNext !== undefined ? state.afterNext : nextPeriodAfter(job.schedule, first);
       advanced.push(state);
       state.afterNext = undefined;
-      if (!second || second.getTime() > horizon) {
+      if ((!second || second.getTime() > horizon) && now.getTime() - first.getTime() <= job.catchUpMs) {
         // The regular case: exactly one period is due (or about to be: its body waits for the instant).
         state.cursor = first;
         state.next = second;
         this.track(runner.runPeriod(job, first, 'schedule', { notBefore: first }));
         continue;
       }
-      // Woken late past several periods: the reconciler looks at them at once (it runs the latest as
-      // 'schedule', and the others as coalesce says).
+      // Woken late past several periods, or past the job's catchUp (a process paused for hours): the
+      // reconciler looks at them at once (it runs the latest as 'schedule' if it is within catchUp, the
+      // others as coalesce says, and records the older ones missed).
       state.cursor = now;
       state.next = nextPeriodAfter(job.schedule, now);
       this.options.log.warn({ job: job.name, lateMs: now.getTime() - first.getTime() }, 'timer woke late past several periods: catching up');

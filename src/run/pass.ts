@@ -21,7 +21,8 @@ import { previewReconcile } from './reconcile.js';
 export async function runPass(rt: Runtime, jobs: Job[]): Promise<PeriodResult[]> {
   const byName = new Map(jobs.map((j) => [j.name, j]));
   const owed = await rt.takeover.sweep(byName, { followOwed: true });
-  const now = new Date();
+  // Periods are due by the store's clock, whatever this machine's says.
+  const now = new Date(rt.clock.now());
   await rt.reconciler.declare(jobs, now, 'catch-up');
   const reconciled = await rt.reconciler.reconcile(jobs, { upTo: now, now, followOwed: true });
   const results = [...(await Promise.all(owed)), ...(await Promise.all(reconciled.ran)).flat()];
@@ -93,7 +94,7 @@ export function manualAttempt(runs: RunRecord[], force: boolean): number {
 
 /** `run-once <job>` (now, as a manual run) or `run-once <job> --period <ISO>`. Refusals throw RefusedError. */
 export async function runManual(rt: Runtime, job: Job, period: Date | undefined, force: boolean): Promise<AttemptResult[]> {
-  const scheduledAt = period ?? new Date();
+  const scheduledAt = period ?? new Date(rt.clock.now());
   let attempt = 1;
   if (period) {
     // An attempt of a dead node is declared abandoned first (its lease expired), so it does not block.
