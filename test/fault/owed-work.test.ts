@@ -350,4 +350,34 @@ describe('owed work: attempts that must run whatever happens to the node that ow
     expect(runs.find((r) => r.periodKey === p2Key)?.trigger).toBe('catch-up');
     expect(attemptsOf(runs, p1.key)).toEqual([[1, 'succeeded']]);
   });
+
+  it('8. SIGTERM while the store is unreachable (grace 1s, lockTtl 3s): exit 0 within grace + lockTtl + 2 s, the unwritten outcome logged; the period is taken over and run to succeeded once the store is back', async () => {
+    const { ws, cluster, proxy } = await setup('termdown', { viaProxy: true });
+    ws.writeJob('stuck-out.mjs', attemptJob({
+      schedule: soonSchedule(LEAD_MS, 30).schedule, durationsMs: [6000, 300],
+      extra: { lockTtl: '3s', catchUp: '1m' },
+    }));
+    await startNodes(cluster, ['td1', 'td2'], { SCHEDULER_GRACE_PERIOD: '1s' });
+
+    const first = await waitFor('attempt 1 to start', () => effect(cluster, (e) => e.ev === 'start' && e.attempt === 1), 45_000);
+    await sleep(Math.max(0, first.t + 500 - Date.now()));
+    await proxy!.cut();
+    const node = cluster.nodes.get(first.node)!;
+    const signalledAt = Date.now();
+    const code = await node.stop('SIGTERM', 30_000);
+    const tookMs = Date.now() - signalledAt;
+    expect(code, 'exit code of the node stopped while the store is down').toBe(0);
+    expect(tookMs, 'grace (1 s) + lockTtl (3 s) + 2 s').toBeLessThanOrEqual(1000 + 3000 + 2000);
+    expect(effect(cluster, ev('abort', first.key, 1))?.reason, 'attempt 1 aborted by the shutdown').toBe('shutdown');
+    expect(node.logs().some((l) => /outcome could not be written before the deadline/.test(String(l.msg))), 'the unwritten outcome is logged').toBe(true);
+
+    await proxy!.restore();
+    // The row was left running: once its lease has run out, the other node takes it over and runs attempt 2.
+    const second = await waitFor('attempt 2 to start on the other node', () => effect(cluster, ev('start', first.key, 2)), 30_000);
+    expect(second.node).not.toBe(first.node);
+    await waitFor('attempt 2 to end', () => effect(cluster, ev('end', first.key, 2)), 20_000);
+    expect(await cluster.stopOthers([first.node])).toEqual([0]);
+    const runs = await expectSettled(cluster, first.key);
+    expect(attemptsOf(runs, first.key)).toEqual([[1, 'abandoned'], [2, 'succeeded']]);
+  });
 });
