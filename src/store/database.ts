@@ -32,26 +32,51 @@ export function leaseQueryTimeout(leaseMs: number): number {
 const timeouts = new AsyncLocalStorage<number>();
 
 interface KnexClientInternals {
-  query(this: unknown, connection: unknown, obj: unknown): Promise<unknown>;
+  config: object;
+  query(this: KnexClientInternals, connection: unknown, obj: unknown): Promise<unknown>;
 }
 
+/** The knex configs whose statements are bounded (a transaction's client shares its parent's config). */
+const boundedConfigs = new WeakMap<object, Dialect>();
+const HOOKED = Symbol.for('cluster-cron.boundStatements');
+
 /**
- * Every statement of this knex gets a timeout (knex rejects it and disposes of its connection); its
- * socket is destroyed shortly after, so that a transaction's ROLLBACK on it fails at once instead of
- * waiting on a connection that answers nothing. knex has no pool-wide statement timeout: this hooks
- * the client's query method, which knex 3.3 (pinned) calls for every statement, in transactions too.
+ * Every statement of this knex gets a timeout: past it, the statement's promise is rejected (a
+ * KnexTimeoutError, which counts as "store unavailable"), its connection is marked disposed (the pool
+ * destroys it instead of lending it again) and its socket is closed at once, so that a transaction's
+ * ROLLBACK on it fails at once instead of waiting on a connection that answers nothing. knex has no
+ * pool-wide statement timeout: this hooks the query method of the dialect's client class, which
+ * knex 3.3 (pinned) calls for every statement; a transaction's client is made from that class (not
+ * from the instance) and shares the instance's config, by which the hook knows its own knexes.
  */
 function boundStatements(knex: Knex, dialect: Dialect): void {
   const client = knex.client as unknown as KnexClientInternals;
-  const query = client.query;
-  client.query = function (this: unknown, connection: unknown, obj: unknown) {
+  boundedConfigs.set(client.config, dialect);
+  const proto = Object.getPrototypeOf(client) as KnexClientInternals & { [HOOKED]?: true };
+  if (Object.prototype.hasOwnProperty.call(proto, HOOKED)) return;
+  const query = proto.query;
+  proto[HOOKED] = true;
+  proto.query = function (this: KnexClientInternals, connection: unknown, obj: unknown) {
+    const bounded = boundedConfigs.get(this.config);
+    if (!bounded) return query.call(this, connection, obj);
     const ms = timeouts.getStore() ?? QUERY_TIMEOUT_MS;
-    if (obj !== null && typeof obj === 'object' && (obj as { timeout?: number }).timeout === undefined) (obj as { timeout?: number }).timeout = ms;
     const answer = query.call(this, connection, obj);
-    const timer = setTimeout(() => dialect.destroyConnection(connection), ms + 100);
-    timer.unref();
-    void answer.then(() => clearTimeout(timer), () => clearTimeout(timer));
-    return answer;
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        const err = new Error(`the statement had no answer within ${ms} ms`);
+        err.name = 'KnexTimeoutError';
+        if (connection && typeof connection === 'object') (connection as { __knex__disposed?: unknown }).__knex__disposed = err;
+        bounded.destroyConnection(connection);
+        reject(err);
+      }, ms);
+      answer.then((value) => {
+        clearTimeout(timer);
+        resolve(value);
+      }, (err: unknown) => {
+        clearTimeout(timer);
+        reject(err);
+      });
+    });
   };
 }
 
@@ -95,9 +120,25 @@ export class Database {
     return new Database(dialect, knex, leaseKnex, shown);
   }
 
-  /** Runs `fn` with every statement it sends bounded by `ms` (see leaseQueryTimeout). */
+  /**
+   * Runs `fn` with every statement it sends bounded by `ms` (see leaseQueryTimeout), and the whole
+   * of it (a connection to make first, a transaction's few statements) by three times that.
+   */
   withTimeout<T>(ms: number, fn: () => Promise<T>): Promise<T> {
-    return timeouts.run(ms, fn);
+    return new Promise<T>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        const err = new Error(`no answer within ${3 * ms} ms (connecting, or a transaction's statements)`);
+        err.name = 'KnexTimeoutError';
+        reject(err);
+      }, 3 * ms);
+      timeouts.run(ms, fn).then((value) => {
+        clearTimeout(timer);
+        resolve(value);
+      }, (err: unknown) => {
+        clearTimeout(timer);
+        reject(err);
+      });
+    });
   }
 
   /** The store's clock as an SQL expression (epoch ms), for values the store writes itself. */

@@ -65,7 +65,7 @@ export function isSocketError(err: unknown): boolean {
   return (
     SOCKET_CODES.has(e?.code ?? '') ||
     e?.name === 'KnexTimeoutError' ||
-    /Connection terminated|connect ETIMEDOUT|Timeout acquiring a connection|ECONNREFUSED|ECONNRESET|Connection lost|socket hang up/i.test(e?.message ?? '')
+    /Connection terminated|connect ETIMEDOUT|Timeout acquiring a connection|ECONNREFUSED|ECONNRESET|Connection lost|socket hang up|^timeout expired$|timeout exceeded when trying to connect/i.test(e?.message ?? '')
   );
 }
 
