@@ -82,10 +82,11 @@ async function masters(n: number): Promise<RedisServer[]> {
 }
 
 /** A client of one master for the test's own reads (keys, values); errors while it is down are ignored. */
-function probe(server: RedisServer): Redis {
-  const c = new Redis(server.port, '127.0.0.1', { maxRetriesPerRequest: 0, enableOfflineQueue: false, retryStrategy: () => 100 });
+async function probe(server: RedisServer): Promise<Redis> {
+  const c = new Redis(server.port, '127.0.0.1', { lazyConnect: true, maxRetriesPerRequest: 0, enableOfflineQueue: false, retryStrategy: () => 100 });
   c.on('error', () => {});
   probes.push(c);
+  await c.connect();
   return c;
 }
 
@@ -127,25 +128,31 @@ async function rowOf(db: TestDatabase, key: string, attempt: number): Promise<Re
 }
 
 /**
- * Case 1: the run keeps its row through the loss of the Redis majority, so it must go on to its end.
- * `fault` runs while the body runs and returns when the fault is in place (and, where it ends, over).
+ * Case 1: the run keeps its row through the loss of the Redis majority (variant a: two masters
+ * stopped; b: one restarted empty, then another stopped), past the lock's local expiry, so it must go
+ * on to its end, and nobody else may start the period.
  */
 async function redisMajorityLost(variant: 'a' | 'b'): Promise<void> {
-  const BODY_MS = 10_000;
+  const BODY_MS = 15_000;
   const TTL_MS = 2000;
   const redis = await masters(3);
   const { ws, cluster, redisPrefix } = await setup(`quorum-${variant}`, redis.map((r) => r.url));
   ws.writeJob('long.mjs', attemptJob({ schedule: soonSchedule(LEAD_MS, 30).schedule, durationsMs: [BODY_MS], extra: { lockTtl: '2s', catchUp: '1m' } }));
-  for (const id of ['q1', 'q2']) cluster.start(id);
-  await Promise.all(['q1', 'q2'].map((id) => cluster.started(id)));
-
+  // q1 claims the period alone, so that its key is on all three masters (with two racers, the loser's
+  // SET NX can take one master first and leave the winner's value on two only); q2 is up before the
+  // faults, ready to take the period over should q1's attempt be (wrongly) given up.
+  cluster.start('q1');
+  await cluster.started('q1');
   const first = await waitFor('attempt 1 to start', () => effect(cluster, (e) => e.ev === 'start' && e.attempt === 1), 45_000);
+  cluster.start('q2');
+  await cluster.started('q2');
   const bodyEndsAt = first.t + BODY_MS;
+  const faultAt = Math.max(Date.now(), first.t + 1000);
   const resource = `${redisPrefix}lock:${first.key}`;
-  const clients = redis.map(probe);
+  const clients = await Promise.all(redis.map(probe));
   const initial = await Promise.all(clients.map((c) => c.get(resource)));
   expect(initial[0], `harness: the attempt's lock key on every master (${JSON.stringify(initial)})`).not.toBeNull();
-  expect(new Set(initial).size, 'harness: one lock value on every master').toBe(1);
+  expect(new Set(initial).size, `harness: one lock value on every master (${JSON.stringify(initial)})`).toBe(1);
   const own = initial[0]!;
 
   let survivor: Redis;
@@ -153,7 +160,7 @@ async function redisMajorityLost(variant: 'a' | 'b'): Promise<void> {
   if (variant === 'a') {
     // Two of three masters stopped: no quorum. They stay down well past the lock's local expiry
     // (at most lockTtl after the last extension, which came before the stop).
-    await sleepUntil(first.t + 1000);
+    await sleepUntil(faultAt);
     await Promise.all([redis[0]!.stop(), redis[1]!.stop()]);
     downAt = Date.now();
     survivor = clients[2]!;
@@ -161,7 +168,7 @@ async function redisMajorityLost(variant: 'a' | 'b'): Promise<void> {
     // Master 0 restarted empty (it loses the key); the nodes reconnect to it, and an extension meets
     // the absent key there (its extend script answers 0). Then master 1 is stopped: of the three,
     // only master 2 holds a value, this node's own old one.
-    await sleepUntil(first.t + 800);
+    await sleepUntil(faultAt);
     await redis[0]!.stop();
     await redis[0]!.start();
     await waitFor('both nodes to reconnect to the restarted master', async () => {
@@ -179,8 +186,9 @@ async function redisMajorityLost(variant: 'a' | 'b'): Promise<void> {
   // Past the local expiry (at most lockTtl after the last extension, which came before downAt), the
   // surviving master still holds this node's own value: the failed extensions kept renewing it there.
   await sleepUntil(downAt + TTL_MS + 300);
-  expect(await survivor.get(resource), 'harness: only the node\'s own old value is left on the surviving master past the local expiry').toBe(own);
+  const held = await survivor.get(resource);
   expect(effect(cluster, (e) => e.key === first.key && e.ev !== 'start'), 'the run goes on past the local expiry of its lock').toBeUndefined();
+  expect(held, 'harness: only the node\'s own old value is left on the surviving master past the local expiry').toBe(own);
 
   // The majority stays lost for several leases more, then the stopped masters come back empty, while
   // the body still runs: the lease is taken again on them.
@@ -311,7 +319,7 @@ describe('lease discipline (issue 7)', () => {
     servers.push(...redis);
     await Promise.all(redis.map((r) => r.start()));
     const upAt = Date.now();
-    const clients = redis.map(probe);
+    const clients = await Promise.all(redis.map(probe));
     // Lock keys of the periods claimed from now on, as the masters hold them (period key -> masters seen on).
     const seen = new Map<string, Set<number>>();
     let polling = true;
