@@ -132,7 +132,7 @@ async function rowOf(db: TestDatabase, key: string, attempt: number): Promise<Re
  * stopped; b: one restarted empty, then another stopped), past the lock's local expiry, so it must go
  * on to its end, and nobody else may start the period.
  */
-async function redisMajorityLost(variant: 'a' | 'b'): Promise<void> {
+async function redisMajorityLost(variant: 'a' | 'b' | 'c'): Promise<void> {
   const BODY_MS = 15_000;
   const TTL_MS = 2000;
   const redis = await masters(3);
@@ -162,6 +162,14 @@ async function redisMajorityLost(variant: 'a' | 'b'): Promise<void> {
     // (at most lockTtl after the last extension, which came before the stop).
     await sleepUntil(faultAt);
     await Promise.all([redis[0]!.stop(), redis[1]!.stop()]);
+    downAt = Date.now();
+    survivor = clients[2]!;
+  } else if (variant === 'c') {
+    // Two of three masters frozen (SIGSTOP): they accept connections but answer nothing, so every
+    // command to them waits for its timeout. No quorum, past the local expiry, as in (a).
+    await sleepUntil(faultAt);
+    redis[0]!.pause();
+    redis[1]!.pause();
     downAt = Date.now();
     survivor = clients[2]!;
   } else {
@@ -194,6 +202,7 @@ async function redisMajorityLost(variant: 'a' | 'b'): Promise<void> {
   // the body still runs: the lease is taken again on them.
   await sleepUntil(downAt + TTL_MS + 1000);
   if (variant === 'a') await Promise.all([redis[0]!.start(), redis[1]!.start()]);
+  else if (variant === 'c') for (const r of [redis[0]!, redis[1]!]) r.resume();
   else await redis[1]!.start();
   const backAt = Date.now();
   expect(backAt, 'harness: the masters came back while the body runs').toBeLessThan(bodyEndsAt - 2500);
@@ -223,6 +232,10 @@ async function redisMajorityLost(variant: 'a' | 'b'): Promise<void> {
 describe('lease discipline (issue 7)', () => {
   it('1a. two of three Redis masters stopped mid-run, down past the lock\'s expiry: the run is not aborted and ends succeeded, once', async () => {
     await redisMajorityLost('a');
+  });
+
+  it('1c. two of three Redis masters frozen (SIGSTOP) mid-run past the lock\'s expiry, then resumed: the run is not aborted and ends succeeded, once', async () => {
+    await redisMajorityLost('c');
   });
 
   it('1b. one master restarted empty, then another stopped (only the node\'s own old value left on the survivor at the local expiry): the run is not aborted and ends succeeded, once', async () => {
