@@ -195,8 +195,10 @@ async function redisMajorityLost(variant: 'a' | 'b' | 'c'): Promise<void> {
   // surviving master still holds this node's own value: the failed extensions kept renewing it there.
   await sleepUntil(downAt + TTL_MS + 300);
   const held = await survivor.get(resource);
-  expect(effect(cluster, (e) => e.key === first.key && e.ev !== 'start'), 'the run goes on past the local expiry of its lock').toBeUndefined();
-  expect(held, 'harness: only the node\'s own old value is left on the surviving master past the local expiry').toBe(own);
+  const leaseLost = () => [...cluster.nodes.keys()].flatMap((id) => logsOf(cluster, id).filter((l) => String(l.msg).startsWith('lease lost')).map((l) => `${id}: ${String(l.msg)} ${JSON.stringify({ unconfirmedMs: l.unconfirmedMs, lock: l.lock, rowOwned: l.rowOwned })}`));
+  expect(effect(cluster, (e) => e.key === first.key && e.ev !== 'start'), `the run goes on past the local expiry of its lock (${leaseLost().join('; ')})`).toBeUndefined();
+  // (With frozen masters each renewal waits for their timeouts, so the survivor's copy may lapse first.)
+  if (variant !== 'c') expect(held, 'harness: only the node\'s own old value is left on the surviving master past the local expiry').toBe(own);
 
   // The majority stays lost for several leases more, then the stopped masters come back empty, while
   // the body still runs: the lease is taken again on them.
