@@ -224,7 +224,7 @@ export { waitFor };
 // ------------------------------------------------------------------------- a store proxy that sniffs
 
 /**
- * A TCP proxy in front of MariaDB for one node. `armOnce(pattern, fn)`: the next client->server chunk
+ * A TCP proxy in front of MariaDB for one node; `cut()` / `restore()` partition that node alone. `armOnce(pattern, fn)`: the next client->server chunk
  * whose text matches `pattern` is forwarded, then `fn()` runs synchronously (before any reply can come
  * back through this proxy). Used to pause a node exactly while its heartbeat UPDATE is in flight.
  */
@@ -237,7 +237,7 @@ export class SniffingProxy {
     this.port = 0;
   }
 
-  async start() {
+  async start(port = 0) {
     const { createServer, Socket } = await import('node:net');
     this.server = createServer((client) => {
       const upstream = new Socket();
@@ -263,9 +263,23 @@ export class SniffingProxy {
         upstream.pipe(client);
       });
     });
-    await new Promise((resolve) => this.server.listen(0, '127.0.0.1', resolve));
+    await new Promise((resolve) => this.server.listen(port, '127.0.0.1', resolve));
     this.port = this.server.address().port;
     return this.port;
+  }
+
+  /** Cuts the node off the store: every connection reset, new ones refused (until restore()). */
+  async cut() {
+    for (const s of this.sockets) s.resetAndDestroy();
+    this.sockets.clear();
+    const server = this.server;
+    this.server = undefined;
+    if (server) await new Promise((resolve) => server.close(() => resolve()));
+  }
+
+  /** Listens again on the same port. */
+  async restore() {
+    await this.start(this.port);
   }
 
   armOnce(pattern, fn) {

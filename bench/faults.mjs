@@ -3,10 +3,10 @@
  * Fault-handling benchmark for cluster-cron: real `bin/scheduler run` daemons on loopback, MariaDB
  * (a private database), three Redis masters started here on free ports.
  *
- *   node bench/faults.mjs [--goals takeover,pause,pause-inflight,redis] [--rounds 5] [--ttls 2s,5s] [--pause-ttls 2s,5s]
+ *   node bench/faults.mjs [--goals takeover,pause,pause-inflight,redis,partition] [--rounds 5] [--ttls 2s,5s] [--pause-ttls 2s,5s]
  *                         [--nodes 3] [--redis 3] [--jobs 20] [--phase-seconds 20] [--settle 2]
  *                         [--warmup 3] [--log-level info] [--no-build] [--keep] [--json-out FILE]
- *                         [--inflight-ttls 5s] [--inflight-redis on|off|on,off]
+ *                         [--inflight-ttls 5s] [--inflight-redis on|off|on,off] [--partition-ttls 3s]
  *   (env: BENCH_MYSQL_ADMIN=mysql://root@127.0.0.1:3306/)
  *
  * Goal 1 (takeover): a job with lockTtl T whose first attempt runs long. Each round waits for an
@@ -26,6 +26,14 @@
  *   master up, then every master stopped (SIGKILL). Per phase: periods run per second, claim latency
  *   (period instant -> body start) p50/p99, missing periods, and no period run twice. Target: the
  *   down/up ratio of the rate >= 0.5.
+ *
+ * Goal 4 (partition): each node reaches the store through its own proxy; while a node runs attempt 1
+ *   of a long body, only its proxy is cut (between T/3 and T after the start), until another node has
+ *   started attempt 2; then it is restored. Measured per round, from the row's last heartbeat_at
+ *   (store clock; one machine, so the clocks agree): the partitioned body's abort record minus that
+ *   heartbeat (target <= T + 1 s; it must be 'lease-lost'), attempt 2's start minus it (the takeover,
+ *   after the lease), and whether the partitioned node ever recorded an outcome for its lapsed attempt
+ *   once the store was back (target: never; the row must stay as the takeover wrote it).
  *
  * The report goes to stdout; its last line is one JSON document with the figures.
  */
@@ -49,8 +57,8 @@ function parseDuration(s) {
 function parseOptions(argv) {
   const flags = parseFlags(argv, {
     booleans: ['no-build', 'keep'],
-    usage: 'usage: node bench/faults.mjs [--goals takeover,pause,pause-inflight,redis] [--rounds 5] [--ttls 2s,5s] [--pause-ttls 2s,5s]\n' +
-      '       [--inflight-ttls 5s] [--inflight-redis on|off|on,off]\n' +
+    usage: 'usage: node bench/faults.mjs [--goals takeover,pause,pause-inflight,redis,partition] [--rounds 5] [--ttls 2s,5s] [--pause-ttls 2s,5s]\n' +
+      '       [--inflight-ttls 5s] [--inflight-redis on|off|on,off] [--partition-ttls 3s]\n' +
       '       [--nodes 3] [--redis 3] [--jobs 20] [--phase-seconds 20] [--settle 2] [--warmup 3] [--log-level info]\n' +
       '       [--no-build] [--keep] [--json-out FILE]\n',
   });
@@ -60,16 +68,17 @@ function parseOptions(argv) {
     if (!Number.isFinite(n) || n < min) throw new Error(`--${flag}: expected a number >= ${min}, got ${flags[flag]}`);
     return n;
   };
-  const goals = String(flags.goals ?? 'takeover,pause,pause-inflight,redis').split(',').map((s) => s.trim()).filter(Boolean);
-  for (const g of goals) if (!['takeover', 'pause', 'pause-inflight', 'redis'].includes(g)) throw new Error(`--goals: unknown goal ${g}`);
+  const goals = String(flags.goals ?? 'takeover,pause,pause-inflight,redis,partition').split(',').map((s) => s.trim()).filter(Boolean);
+  for (const g of goals) if (!['takeover', 'pause', 'pause-inflight', 'redis', 'partition'].includes(g)) throw new Error(`--goals: unknown goal ${g}`);
   const ttls = String(flags.ttls ?? '2s,5s').split(',').map(parseDuration);
   const pauseTtls = String(flags['pause-ttls'] ?? flags.ttls ?? '2s,5s').split(',').map(parseDuration);
   const inflightTtls = String(flags['inflight-ttls'] ?? '5s').split(',').map(parseDuration);
+  const partitionTtls = String(flags['partition-ttls'] ?? '3s').split(',').map(parseDuration);
   const inflightRedis = String(flags['inflight-redis'] ?? 'on').split(',').map((x) => x.trim());
   for (const v of inflightRedis) if (!['on', 'off'].includes(v)) throw new Error(`--inflight-redis: expected on, off or on,off, got ${v}`);
-  for (const t of [...ttls, ...pauseTtls, ...inflightTtls]) if (t < 1000) throw new Error('lockTtl must be at least 1s (the job validator refuses less)');
+  for (const t of [...ttls, ...pauseTtls, ...inflightTtls, ...partitionTtls]) if (t < 1000) throw new Error('lockTtl must be at least 1s (the job validator refuses less)');
   return {
-    goals, ttls, pauseTtls, inflightTtls, inflightRedis,
+    goals, ttls, pauseTtls, inflightTtls, inflightRedis, partitionTtls,
     rounds: num('rounds', 5),
     nodes: num('nodes', 3, 2),
     redis: num('redis', 3),
@@ -344,6 +353,116 @@ async function pauseScenario(opts, ctx, ttlMs, { inFlight = false, redis = true 
   };
 }
 
+// ------------------------------------------------------------- goal 4: one node's store partitioned
+
+const REFUSED_OUTCOME = "outcome not recorded: the attempt is no longer this node's";
+
+async function partitionScenario(opts, ctx, ttlMs) {
+  const name = `partition${ttlMs}`;
+  const ws = new Workspace(`bench-faults-${name}-`);
+  resources.workspaces.push(ws);
+  const job = `part-ttl${ttlMs}`;
+  const firstMs = Math.max(60_000, 10 * ttlMs);
+  const laterMs = 1000;
+  // cut <= T after the start, abort <= T, takeover <= T + 1 s, attempt 2, the refused write, slack.
+  const { seconds, schedule } = everySeconds(3 * ttlMs + laterMs + 8000);
+  ws.writeJob(`${job}.mjs`, longJobSource({ schedule, lockTtl: `${ttlMs}ms`, firstMs, laterMs, extra: { catchUp: '1m' } }));
+  const port = Number(new URL(ctx.db.url).port || 3306);
+  const proxies = new Map();
+  for (const slot of slotsOf(opts.nodes)) {
+    const proxy = new SniffingProxy(port);
+    await proxy.start();
+    resources.proxies.push(proxy);
+    proxies.set(slot, proxy);
+  }
+  const viaProxy = (slot) => {
+    const u = new URL(ctx.db.url);
+    u.port = String(proxies.get(slot).port);
+    return u.toString();
+  };
+  const cluster = clusterFor(opts, ctx, name, ws, {}, (slot) => ({ SCHEDULER_STORE: viaProxy(slot) }));
+  log(`partition lockTtl=${ttlMs}ms: ${opts.nodes} nodes, each through its own store proxy, schedule '${schedule}'`);
+  await cluster.startAll(slotsOf(opts.nodes));
+
+  const rounds = [];
+  const used = new Set();
+  for (let r = 1; r <= opts.rounds; r++) {
+    const round = { round: r };
+    rounds.push(round);
+    let cutProxy;
+    try {
+      const notBefore = Date.now();
+      const first = await waitFor('an attempt 1 to start', () => findStart(ws, (e) => e.attempt === 1 && !used.has(e.key) && e.t >= notBefore - 200), seconds * 1000 + 30_000, 50);
+      used.add(first.key);
+      const node = cluster.byNodeId(first.node);
+      if (!node) throw new Error(`no live process with node id ${first.node}`);
+      round.key = first.key;
+      round.node = first.node;
+      await sleep(Math.max(0, first.t + rand(Math.floor(ttlMs / 3), ttlMs) - Date.now()));
+      if (ws.effects().some((e) => e.key === first.key && e.attempt === 1 && e.ev !== 'start')) throw new Error('attempt 1 ended before the cut');
+      cutProxy = proxies.get(node.slot);
+      await cutProxy.cut();
+      const cutAt = Date.now();
+      round.cutDelayMs = cutAt - first.t;
+      const abort = await waitFor('the partitioned attempt to stop', () => ws.effects().find((e) => e.key === first.key && e.attempt === 1 && e.ev !== 'start'), ttlMs + 20_000, 10);
+      round.ev = abort.ev;
+      round.reason = abort.reason ?? null;
+      const second = await waitFor('attempt 2 on another node', () => findStart(ws, (e) => e.key === first.key && e.attempt === 2), ttlMs + 30_000, 20);
+      round.takeoverNode = second.node;
+      await cutProxy.restore();
+      cutProxy = undefined;
+      const restoredAt = Date.now();
+      round.cutMs = restoredAt - cutAt;
+      await waitFor('attempt 2 to end', () => ws.effects().find((e) => e.key === first.key && e.attempt === 2 && e.ev !== 'start'), laterMs + 30_000, 50);
+      // The partitioned node's outcome write, once the store answers it again.
+      const refused = await waitFor('the partitioned node to find its attempt no longer its own', () => node.logLines().find((l) => l.msg === REFUSED_OUTCOME && l.periodKey === first.key), 15_000, 50).catch(() => undefined);
+      round.refusedAfterRestoreMs = refused ? Date.parse(refused.time) - restoredAt : null;
+      await sleep(300);
+      const rows = await ctx.db.runs('period_key = ?', [first.key]);
+      round.statuses = rows.map((x) => `${x.attempt}:${x.status}`).join(' ');
+      const a1 = rows.find((x) => x.attempt === 1);
+      if (!a1 || a1.heartbeat_at === null) throw new Error('attempt 1 has no row or no heartbeat');
+      round.lastBeatBeforeCutMs = cutAt - a1.heartbeat_at;
+      round.abortAfterBeatMs = abort.t - a1.heartbeat_at;
+      round.takeoverAfterBeatMs = second.t - a1.heartbeat_at;
+      round.overlapMs = Math.max(0, abort.t - second.t);
+      // The row as the takeover wrote it: abandoned, its reason, no error. Anything else is an outcome
+      // written by the partitioned node (or a takeover that did not happen).
+      round.outcomeRecorded = !(a1.status === 'abandoned' && String(a1.reason ?? '').startsWith('lease expired') && a1.error === null)
+        || rows.some((x) => x.attempt > 2);
+      round.pass = abort.ev === 'abort' && abort.reason === 'lease-lost' && round.abortAfterBeatMs <= ttlMs + 1000
+        && round.takeoverAfterBeatMs >= ttlMs && round.overlapMs === 0 && second.node !== first.node && !round.outcomeRecorded;
+      log(`  round ${r}: ${first.key} on ${first.node}, cut at +${round.cutDelayMs}ms -> ${abort.ev} ${abort.reason ?? ''} ${round.abortAfterBeatMs}ms after its last heartbeat; attempt 2 on ${second.node} ${round.takeoverAfterBeatMs}ms after it; outcome recorded by the partitioned node: ${round.outcomeRecorded ? 'YES' : 'no'}`);
+    } catch (err) {
+      if (cutProxy) await cutProxy.restore().catch(() => {});
+      round.error = err.message;
+      round.pass = false;
+      log(`  round ${r}: ${err.message}`);
+    }
+  }
+  const stopped = await cluster.stopAll();
+  const effects = ws.effects();
+  const dup = duplicates(effects);
+  for (const p of proxies.values()) await p.close();
+  const measured = rounds.filter((x) => Number.isFinite(x.abortAfterBeatMs));
+  const abortAfterBeat = summarise(measured.map((x) => x.abortAfterBeatMs));
+  const takeoverAfterBeat = summarise(measured.map((x) => x.takeoverAfterBeatMs));
+  return {
+    lockTtlMs: ttlMs,
+    schedule,
+    targetMs: ttlMs + 1000,
+    rounds,
+    abortAfterBeat,
+    takeoverAfterBeat,
+    maxMs: abortAfterBeat.max,
+    outcomesRecorded: rounds.filter((x) => x.outcomeRecorded).length,
+    reasons: countBy(rounds.map((x) => x.reason ?? x.error ?? 'n/a')),
+    duplicateStarts: dup.sameAttempt,
+    exitCodes: stopped.map((s) => `${s.nodeId}:${s.code ?? s.signal}`),
+    pass: rounds.length === opts.rounds && rounds.every((x) => x.pass) && dup.sameAttempt.length === 0 && stopped.every((s) => s.code === 0),
+  };
+}
+
 // ------------------------------------------------------------------------ goal 3: every Redis down
 
 function phaseFigures(effects, jobs, fromMs, toMs) {
@@ -443,6 +562,7 @@ function report(opts, summary) {
   const out = [];
   const p = (s = '') => out.push(s);
   p('cluster-cron fault benchmark');
+  p(`command: node bench/faults.mjs ${process.argv.slice(2).join(' ')}`);
   p(`machine: ${cpus().length} CPU(s) (${cpus()[0]?.model ?? '?'}), load average at start ${summary.machine.loadStart.map((x) => x.toFixed(2)).join(' ')}, at end ${summary.machine.loadEnd.map((x) => x.toFixed(2)).join(' ')}; other work shares these cores`);
   p(`node ${process.version}; MariaDB store (private database), ${opts.redis} Redis masters on loopback; daemons log at '${opts.logLevel}' to files`);
   for (const t of summary.takeover ?? []) {
@@ -464,6 +584,17 @@ function report(opts, summary) {
         r.leaseLostLogMs ?? '-', r.reason ?? r.ev ?? '-', r.statuses ?? '-', r.pass ? 'yes' : `NO${r.error ? ` (${r.error})` : ''}`]),
     ]));
     p(`SIGCONT -> abort: min ${t.abort.min} / p50 ${t.abort.p50} / max ${t.abort.max} ms (target ${t.targetMs}); reasons ${JSON.stringify(t.reasons)}; duplicate starts: ${t.duplicateStarts.length}; exits ${t.exitCodes.join(' ')}  => ${t.pass ? 'PASS' : 'FAIL'}`);
+  }
+  for (const t of summary.partition ?? []) {
+    p();
+    p(`== Goal 4: one node's store partitioned mid-run, lockTtl ${t.lockTtlMs} ms (schedule '${t.schedule}', ${opts.nodes} nodes each through its own proxy; target: abort <= ${t.targetMs} ms after the last heartbeat, no outcome recorded by the partitioned node)`);
+    p(table([
+      ['round', 'period', 'partitioned', 'cut@+ms', 'beat->cut', 'beat->abort', 'beat->attempt 2', 'on', 'cut ms', 'refused write after restore', 'reason', 'rows', 'outcome by it', 'ok'],
+      ...t.rounds.map((r) => [r.round, r.key ?? '-', r.node ?? '-', r.cutDelayMs ?? '-', r.lastBeatBeforeCutMs ?? '-', r.abortAfterBeatMs ?? '-', r.takeoverAfterBeatMs ?? '-',
+        r.takeoverNode ?? '-', r.cutMs ?? '-', r.refusedAfterRestoreMs ?? '-', r.reason ?? r.ev ?? '-', r.statuses ?? '-', r.outcomeRecorded === undefined ? '-' : r.outcomeRecorded ? 'YES' : 'no',
+        r.pass ? 'yes' : `NO${r.error ? ` (${r.error})` : ''}`]),
+    ]));
+    p(`last heartbeat -> abort: min ${t.abortAfterBeat.min} / p50 ${t.abortAfterBeat.p50} / max ${t.abortAfterBeat.max} ms (target ${t.targetMs}); last heartbeat -> attempt 2: min ${t.takeoverAfterBeat.min} / p50 ${t.takeoverAfterBeat.p50} / max ${t.takeoverAfterBeat.max} ms; outcomes recorded by the partitioned node: ${t.outcomesRecorded} (target 0); reasons ${JSON.stringify(t.reasons)}; duplicate starts: ${t.duplicateStarts.length}; exits ${t.exitCodes.join(' ')}  => ${t.pass ? 'PASS' : 'FAIL'}`);
   }
   if (summary.redis) {
     const r = summary.redis;
@@ -524,6 +655,10 @@ async function main() {
         for (const r of opts.inflightRedis) summary.pause.push(await pauseScenario(opts, ctx, ttl, { inFlight: true, redis: r === 'on' }));
       }
     }
+    if (opts.goals.includes('partition')) {
+      summary.partition = [];
+      for (const ttl of opts.partitionTtls) summary.partition.push(await partitionScenario(opts, ctx, ttl));
+    }
     if (opts.goals.includes('redis')) summary.redis = await redisScenario(opts, ctx);
   } finally {
     const problems = await cleanup(opts.keep);
@@ -532,7 +667,7 @@ async function main() {
   }
   summary.machine.loadEnd = loadavg();
   summary.elapsedS = Math.round((Date.now() - t0) / 1000);
-  summary.pass = [...(summary.takeover ?? []), ...(summary.pause ?? []), ...(summary.redis ? [summary.redis] : [])].every((s) => s.pass);
+  summary.pass = [...(summary.takeover ?? []), ...(summary.pause ?? []), ...(summary.partition ?? []), ...(summary.redis ? [summary.redis] : [])].every((s) => s.pass);
   process.stdout.write(`${report(opts, summary)}\n`);
   if (opts.keep) process.stdout.write(`kept: ${resources.workspaces.map((w) => w.dir).join(' ')}\n`);
   const compact = {
@@ -542,6 +677,10 @@ async function main() {
     load: [summary.machine.loadStart[0], summary.machine.loadEnd[0]].map((x) => Number(x.toFixed(2))),
     takeover: summary.takeover?.map((t) => ({ lockTtlMs: t.lockTtlMs, targetMs: t.targetMs, roundsMs: t.rounds.map((r) => r.takeoverMs ?? null), maxMs: t.maxMs, pass: t.pass })),
     pause: summary.pause?.map((t) => ({ variant: t.variant, redis: t.redis, lockTtlMs: t.lockTtlMs, targetMs: t.targetMs, roundsMs: t.rounds.map((r) => r.abortMs ?? null), reasons: t.reasons, maxMs: t.maxMs, pass: t.pass })),
+    partition: summary.partition?.map((t) => ({
+      lockTtlMs: t.lockTtlMs, targetMs: t.targetMs, abortAfterBeatMs: t.rounds.map((r) => r.abortAfterBeatMs ?? null),
+      takeoverAfterBeatMs: t.rounds.map((r) => r.takeoverAfterBeatMs ?? null), maxMs: t.maxMs, outcomesRecorded: t.outcomesRecorded, pass: t.pass,
+    })),
     redis: summary.redis && {
       upPerSecond: summary.redis.up.perSecond, downPerSecond: summary.redis.down.perSecond, ratio: Number(summary.redis.ratio.toFixed(3)),
       upLatencyMs: { p50: summary.redis.up.latencyMs.p50, p99: summary.redis.up.latencyMs.p99 },

@@ -146,32 +146,69 @@ export class RedlockProvider implements LockProvider {
 
   private lease(resource: string, initial: Lock): Lease {
     let lock = initial;
+    let released = false;
+    // One renewal at a time. A caller waits for it at most a quarter of the TTL: masters that hang
+    // (frozen, not down) make every command wait for its timeout, and a renewal that meets its own old
+    // key can take several round trips of that; the caller (the lease keeper) must not hold the row
+    // heartbeat's confirmation for that long, or the run self-fences while the row is still its own.
+    let renewing: Promise<'ok' | 'lost' | 'unavailable'> | null = null;
+    // A renewal that ended after every caller stopped waiting: its 'lost' is reported to the next caller.
+    let lateLost = false;
+    let waiting = 0;
+    const renew = async (ttlMs: number): Promise<'ok' | 'lost' | 'unavailable'> => {
+      try {
+        lock = await lock.extend(ttlMs);
+        return 'ok';
+      } catch (err) {
+        // An ExecutionError with no attempts: redlock refused because the lock expired locally.
+        const expiredLocally = !(err instanceof ExecutionError) || err.attempts.length === 0;
+        // No master said "not yours": the masters could not answer, which is not a loss by itself.
+        if (!expiredLocally && (await countVotes(err as ExecutionError)).locked === 0) return 'unavailable';
+      }
+      // The key lapsed (a pause past its TTL, masters restarted empty) or another holder has it.
+      // If nobody has it, take it again: the row heartbeat, not this key, says whether the attempt
+      // is still ours. Lost only when ANOTHER holder's value is on a majority: this node's own value
+      // left on a surviving master, an absent key or an unreachable quorum is not a loss.
+      try {
+        const again = await this.redlock.acquire([resource], ttlMs);
+        lock = again;
+        // Released meanwhile (the attempt ended while this renewal waited on the masters).
+        if (released) await again.release().catch(() => {});
+        return 'ok';
+      } catch (again) {
+        if (again instanceof ExecutionError && (await countVotes(again)).locked === 0) return 'unavailable';
+        const holder = await this.majorityValue(resource, Math.floor(this.clients.length / 2) + 1);
+        return holder !== null && holder !== lock.value ? 'lost' : 'unavailable';
+      }
+    };
     return {
       key: resource,
       extend: async (ttlMs) => {
-        try {
-          lock = await lock.extend(ttlMs);
-          return 'ok';
-        } catch (err) {
-          // An ExecutionError with no attempts: redlock refused because the lock expired locally.
-          const expiredLocally = !(err instanceof ExecutionError) || err.attempts.length === 0;
-          // No master said "not yours": the masters could not answer, which is not a loss by itself.
-          if (!expiredLocally && (await countVotes(err as ExecutionError)).locked === 0) return 'unavailable';
+        if (lateLost) {
+          lateLost = false;
+          return 'lost';
         }
-        // The key lapsed (a pause past its TTL, masters restarted empty) or another holder has it.
-        // If nobody has it, take it again: the row heartbeat, not this key, says whether the attempt
-        // is still ours. Lost only when ANOTHER holder's value is on a majority: this node's own value
-        // left on a surviving master, an absent key or an unreachable quorum is not a loss.
+        waiting += 1;
+        const current = (renewing ??= renew(ttlMs)
+          .catch(() => 'unavailable' as const)
+          .then((result) => {
+            renewing = null;
+            if (waiting === 0 && result === 'lost') lateLost = true;
+            return result;
+          }));
+        let timer: NodeJS.Timeout | undefined;
+        const deadline = new Promise<'unavailable'>((resolve) => {
+          timer = setTimeout(() => resolve('unavailable'), Math.max(50, Math.floor(ttlMs / 4)));
+        });
         try {
-          lock = await this.redlock.acquire([resource], ttlMs);
-          return 'ok';
-        } catch (again) {
-          if (again instanceof ExecutionError && (await countVotes(again)).locked === 0) return 'unavailable';
-          const holder = await this.majorityValue(resource, Math.floor(this.clients.length / 2) + 1);
-          return holder !== null && holder !== lock.value ? 'lost' : 'unavailable';
+          return await Promise.race([current, deadline]);
+        } finally {
+          waiting -= 1;
+          clearTimeout(timer);
         }
       },
       release: async () => {
+        released = true;
         try {
           await lock.release();
         } catch {

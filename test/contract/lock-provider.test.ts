@@ -446,6 +446,36 @@ function describeRedlock(n: number): void {
           await lease.release();
         });
       }
+
+      if (n > 1) {
+        it(`with ${majority} of ${n} masters paused: extend() answers within a quarter of its TTL, before and past the lease's local expiry, and takes the lease again after resume`, async () => {
+          // The lease keeper waits for extend() beside the row heartbeat: an extend() that waited for
+          // the paused masters' timeouts (several round trips once the lease lapsed locally) would hold
+          // back the heartbeat's confirmation, and a run with a short lockTtl would self-fence.
+          const p = await connected();
+          const ttl = 2_000;
+          const lease = (await p.tryAcquire(periodKey(), ttl))!;
+          const paused = servers.slice(0, majority);
+          const answers: Array<{ result: string; ms: number }> = [];
+          try {
+            for (const s of paused) s.pause();
+            const until = Date.now() + 2 * ttl;
+            while (Date.now() < until) {
+              const t = Date.now();
+              const result = await lease.extend(ttl);
+              answers.push({ result, ms: Date.now() - t });
+              await new Promise((r) => setTimeout(r, ttl / 3));
+            }
+          } finally {
+            for (const s of paused) s.resume();
+          }
+          expect(answers.map((a) => a.result).every((r) => r === 'unavailable'), JSON.stringify(answers)).toBe(true);
+          expect(Math.max(...answers.map((a) => a.ms)), JSON.stringify(answers)).toBeLessThanOrEqual(ttl / 4 + 150);
+          await healthy();
+          expect(await waitFor('the lease taken again', async () => ((await lease.extend(ttl)) === 'ok' ? true : undefined), 10_000)).toBe(true);
+          await lease.release();
+        });
+      }
     });
   });
 }

@@ -202,6 +202,7 @@ describe('owed work: attempts that must run whatever happens to the node that ow
     await proxy!.cut();
     const cutAt = Date.now();
     const end = await waitFor('the body to end', () => effect(cluster, ev('end', first.key, 1)), 10_000);
+    expect(end.t, 'harness: the body ended after the cut began (its outcome is written during the cut)').toBeGreaterThan(cutAt);
     expect(end.t, 'the body ended during the cut').toBeLessThan(cutAt + 10_000);
     await sleep(cutAt + 10_000 - Date.now());
     await proxy!.restore();
