@@ -19,8 +19,11 @@ export function runCommand(program: Command): void {
       // Signals are handled from the start: a SIGTERM while the jobs load or the store opens is a clean
       // stop, not death by the signal's default action. SIGHUP is logged and ignored (reload comes later).
       let requested: NodeJS.Signals | undefined;
+      let wakeLoading = () => {};
+      const stopWhileLoading = new Promise<'stop'>((resolve) => (wakeLoading = () => resolve('stop')));
       let onSignal = (signal: NodeJS.Signals) => {
         requested ??= signal;
+        wakeLoading();
       };
       process.on('SIGTERM', (s) => onSignal(s));
       process.on('SIGINT', (s) => onSignal(s));
@@ -30,7 +33,14 @@ export function runCommand(program: Command): void {
         else onSignal(s);
       }
 
-      const { jobs, invalid } = await jobsOf(config);
+      // A stop requested while the job files load (a file may take up to loadTimeout) ends the daemon
+      // at once: nothing is claimed yet, and the loads still pending are abandoned with the process.
+      const loaded = await Promise.race([jobsOf(config), stopWhileLoading]);
+      if (loaded === 'stop') {
+        log.info({ signal: requested }, 'shutdown requested while loading job files; stopped');
+        return;
+      }
+      const { jobs, invalid } = loaded;
       for (const f of invalid) for (const p of f.problems) log.error({ file: f.file }, p);
       const rt = await openRuntime(config, log);
       log.info({ config: describeConfig(config), jobs: jobs.map((j) => j.name), invalidFiles: invalid.length, lock: rt.lock.kind }, 'daemon starting');

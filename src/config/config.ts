@@ -30,6 +30,8 @@ export interface Config {
   gracePeriodMs: number;
   /** How long finished run rows are kept (`prune` and the daemon's background pruning); null: 'off', kept for ever. */
   retentionMs: number | null;
+  /** Deadline of each job file's load (a top-level await that never settles becomes an invalid file). */
+  loadTimeoutMs: number;
   /** Where the config file came from, if any (for messages). */
   configFile?: string;
 }
@@ -45,6 +47,7 @@ export const DEFAULTS = {
   logLevel: 'info',
   gracePeriod: '30s',
   retention: '30d',
+  loadTimeout: '10s',
 } as const;
 
 /** Setting name -> environment variable and flag. */
@@ -59,6 +62,7 @@ const SETTINGS = {
   logLevel: { env: 'SCHEDULER_LOG_LEVEL', flag: '--log-level' },
   gracePeriod: { env: 'SCHEDULER_GRACE_PERIOD', flag: '--grace-period' },
   retention: { env: 'SCHEDULER_RETENTION', flag: '--retention' },
+  loadTimeout: { env: 'SCHEDULER_LOAD_TIMEOUT', flag: '--load-timeout' },
 } as const;
 
 export type SettingName = keyof typeof SETTINGS;
@@ -162,11 +166,16 @@ export function loadConfig(options: LoadOptions = {}): Config {
   const retentionRaw = raw('retention', DEFAULTS.retention);
   const retentionMs = parseRetention(retentionRaw, fail);
 
+  const loadTimeoutRaw = raw('loadTimeout', DEFAULTS.loadTimeout);
+  const loadTimeoutMs = parseDuration(loadTimeoutRaw.value);
+  if (loadTimeoutMs === undefined || loadTimeoutMs <= 0 || loadTimeoutMs > MAX_LOAD_TIMEOUT_MS) fail(loadTimeoutRaw, LOAD_TIMEOUT_EXPECTED);
+
   return {
     jobsDir, store, redis, redisPrefix, nodeId, timezone, http,
     logLevel: logLevel.data as string,
     gracePeriodMs: gracePeriodMs as number,
     retentionMs,
+    loadTimeoutMs: loadTimeoutMs as number,
     configFile,
   };
 }
@@ -247,6 +256,9 @@ function parseRetention(r: Raw, fail: Fail): number | null {
   return ms;
 }
 
+const MAX_LOAD_TIMEOUT_MS = 86_400_000;
+export const LOAD_TIMEOUT_EXPECTED = "a duration such as '10s' or '2m', more than 0 and at most 1d";
+
 /** The configuration as it may be shown: secrets redacted. */
 export function describeConfig(config: Config): Record<string, unknown> {
   return {
@@ -260,6 +272,7 @@ export function describeConfig(config: Config): Record<string, unknown> {
     logLevel: config.logLevel,
     gracePeriodMs: config.gracePeriodMs,
     retention: config.retentionMs === null ? 'off' : formatDuration(config.retentionMs),
+    loadTimeout: formatDuration(config.loadTimeoutMs),
     configFile: config.configFile ?? null,
   };
 }

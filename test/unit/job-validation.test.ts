@@ -335,10 +335,13 @@ describe('loadJobs: one broken file never stops the others', () => {
     expect(() => listJobFiles(file)).toThrow(/is not a folder/);
   });
 
-  it('a sub-folder named like a job file is not loaded', () => {
+  it('a sub-folder named like a job file is not loaded: it is one invalid file, the others load', async () => {
     const dir = tempDir();
     mkdirSync(join(dir, 'folder.ts'));
     writeFileSync(join(dir, 'real.mjs'), "export default { schedule: '* * * * *', run() {} };\n");
-    expect(listJobFiles(dir)).toEqual([join(dir, 'real.mjs')]);
+    expect(listJobFiles(dir)).toEqual([join(dir, 'folder.ts'), join(dir, 'real.mjs')]);
+    const loaded = await loadJobs(dir, 'UTC');
+    expect(loaded.jobs.map((j) => j.name)).toEqual(['real']);
+    expect(loaded.invalid).toEqual([{ file: join(dir, 'folder.ts'), problems: [`${join(dir, 'folder.ts')}: is a directory, not a job file`] }]);
   });
 });
