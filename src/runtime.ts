@@ -85,7 +85,7 @@ export async function openRuntime(config: Config, log: Logger): Promise<Runtime>
   const executor = new Executor(store, config.nodeId, log, () => clock.now());
   const runner = new PeriodRunner(store, claimer, executor, log);
   const takeover = new Takeover(store, jobStore, runner, config.nodeId, log);
-  const reconciler = new Reconciler(store, jobStore, runner, config.nodeId, log);
+  const reconciler = new Reconciler(store, jobStore, runner, config.nodeId, log, () => clock.now());
   return {
     ...stores, lock, claimer, executor, runner, takeover, reconciler, clock,
     async close() {

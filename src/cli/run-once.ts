@@ -59,7 +59,9 @@ Examples:
       }
       let period: Date | undefined;
       if (options.period !== undefined) {
-        period = parsePeriod(selected[0]!, options.period);
+        // The form now (exit 2 before any server is asked); whether it is later than now is judged by
+        // the store's clock once it answers (below), by this machine's for a dry run.
+        period = parsePeriod(selected[0]!, options.period, options.dryRun ? new Date() : new Date(8.64e15));
       }
       const report: Report = { runs: [], notRun: [], invalid };
       if (options.dryRun) {
@@ -77,6 +79,7 @@ Examples:
       } else {
         const rt = await openRuntime(config, log);
         try {
+          if (period) period = parsePeriod(selected[0]!, options.period!, new Date(rt.clock.now()));
           if (names.length === 0) collect(report, await runPass(rt, jobs.filter((j) => j.enabled)));
           else await manual(rt, selected, period, options.force === true, report);
         } finally {

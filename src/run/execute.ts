@@ -256,7 +256,11 @@ export class Executor {
       try {
         const [lock, row] = await Promise.all([
           lease ? lease.extend(job.lockTtlMs) : Promise.resolve('ok' as const),
-          this.store.heartbeat(run.id, this.nodeId, job.lockTtlMs).catch((err: unknown) => {
+          // The row's answer confirms the lease as soon as it comes, whatever Redis takes to answer.
+          this.store.heartbeat(run.id, this.nodeId, job.lockTtlMs).then((owned) => {
+            if (owned && !stopped) confirmedAt = Math.max(confirmedAt, began);
+            return owned;
+          }, (err: unknown) => {
             if (err instanceof StoreUnavailableError) return 'unavailable' as const;
             throw err;
           }),
@@ -268,7 +272,6 @@ export class Executor {
           controller.abort('lease-lost');
           return;
         }
-        if (row === true) confirmedAt = Math.max(confirmedAt, began);
         // While the store is away, beat often so that the row is fresh again as soon as it answers.
         if (row === 'unavailable') next = Math.min(every, 200);
       } catch (err) {

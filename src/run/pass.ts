@@ -31,8 +31,7 @@ export async function runPass(rt: Runtime, jobs: Job[]): Promise<PeriodResult[]>
 }
 
 /** --dry-run of the pass: the same selection, bodies run with ctx.dryRun, nothing written. */
-export async function dryRunPass(rt: Pick<Runtime, 'store' | 'jobStore'>, executor: Executor, jobs: Job[]): Promise<AttemptResult[]> {
-  const now = new Date();
+export async function dryRunPass(rt: Pick<Runtime, 'store' | 'jobStore'>, executor: Executor, jobs: Job[], now = new Date()): Promise<AttemptResult[]> {
   const out: AttemptResult[] = [];
   const byName = new Map(jobs.map((j) => [j.name, j]));
   for (const pending of await rt.store.duePending()) {

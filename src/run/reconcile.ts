@@ -178,6 +178,8 @@ export class Reconciler {
     private readonly runner: PeriodRunner,
     private readonly nodeId: string,
     private readonly log: Logger,
+    /** The store's clock as this node estimates it (epoch ms). */
+    private readonly clock: () => number = Date.now,
   ) {}
 
   /**
@@ -286,7 +288,8 @@ export class Reconciler {
   async flush(force = false): Promise<void> {
     if (!force && Date.now() - this.lastFlush < FLUSH_EVERY_MS) return;
     this.lastFlush = Date.now();
-    const now = Date.now();
+    // Disabled jobs' anchors move with the store's clock, not this node's.
+    const now = this.clock();
     const idle = [...this.idle].filter((name) => !this.through.has(name)).map((name) => [name, now] as [string, number]);
     await this.jobs.advance(new Map([...this.through, ...idle]), [...this.through.keys()]);
   }

@@ -101,6 +101,11 @@ export class StoreClock {
     // one: the older samples then describe a clock that is no more, and go.
     const last = this.kept[this.kept.length - 1];
     if (last && Math.abs((kept.storeMinusWall - kept.storeMinusMono) - (last.storeMinusWall - last.storeMinusMono)) > 50) this.kept = [];
+    // A step of the store's clock (NTP on the database host, a failover to a server whose clock
+    // differs): the true offset lies within half a round trip of every sample, so a sample that cannot
+    // agree with the best one means the store's clock moved, and the older samples go too.
+    const best = this.best;
+    if (best && this.kept.length > 0 && Math.abs(kept.storeMinusMono - best.storeMinusMono) > (kept.rtt + best.rtt) / 2 + 50) this.kept = [];
     this.kept.push(kept);
     if (this.kept.length > WINDOW) this.kept.shift();
     this.best = this.kept.reduce((a, b) => (b.rtt < a.rtt ? b : a));
