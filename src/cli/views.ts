@@ -12,7 +12,9 @@ export function runView(r: RunRecord) {
     status: r.status,
     reason: r.reason,
     nodeId: r.nodeId,
-    // A pending attempt has not started: it is due at runAt.
+    // The claim (a tick claims up to 100 ms ahead of the instant); null for rows from before it was recorded.
+    claimedAt: r.claimedAt?.toISOString() ?? null,
+    // The body's start (until the outcome is written: the claim). A pending attempt has not started: it is due at runAt.
     startedAt: r.status === 'pending' ? null : r.startedAt.toISOString(),
     runAt: r.runAt?.toISOString() ?? null,
     finishedAt: r.finishedAt?.toISOString() ?? null,
