@@ -7,10 +7,9 @@ import pretty from 'pino-pretty';
 
 export type { Logger };
 
-export function createLogger(level: string, destination: 'stdout' | 'stderr', base: Record<string, unknown> = {}): Logger {
-  const fd = destination === 'stdout' ? 1 : 2;
-  const stream = destination === 'stdout' ? process.stdout : process.stderr;
-  const options: pino.LoggerOptions = {
+/** The options of every logger (the worker of an isolated job body builds its own with these too). */
+export function loggerOptions(level: string, base: Record<string, unknown> = {}): pino.LoggerOptions {
+  return {
     level,
     base,
     timestamp: pino.stdTimeFunctions.isoTime,
@@ -19,6 +18,12 @@ export function createLogger(level: string, destination: 'stdout' | 'stderr', ba
     // paths catch anything that slips into a log object by name.
     redact: { paths: ['password', '*.password', 'url', '*.url'], censor: '***' },
   };
+}
+
+export function createLogger(level: string, destination: 'stdout' | 'stderr', base: Record<string, unknown> = {}): Logger {
+  const fd = destination === 'stdout' ? 1 : 2;
+  const stream = destination === 'stdout' ? process.stdout : process.stderr;
+  const options = loggerOptions(level, base);
   if (stream.isTTY && process.env.SCHEDULER_LOG_FORMAT !== 'json') {
     return pino(options, pretty({ destination: fd, colorize: true, sync: true, ignore: 'pid,hostname' }));
   }

@@ -76,7 +76,7 @@ export async function openRuntime(config: Config, log: Logger): Promise<Runtime>
   const { store, jobStore } = stores;
   const claimer = new Claimer(store, lock, config.nodeId, log);
   if (lockDown) claimer.lockUnavailable(lockDown);
-  const executor = new Executor(store, config.nodeId, log);
+  const executor = new Executor(store, config.nodeId, log, { maxResultBytes: config.maxResultBytes });
   const runner = new PeriodRunner(store, claimer, executor, log);
   const takeover = new Takeover(store, jobStore, runner, config.nodeId, log);
   const reconciler = new Reconciler(store, jobStore, runner, config.nodeId, log);

@@ -16,6 +16,8 @@ export interface CommonOptions {
   logLevel?: string;
   gracePeriod?: string;
   retention?: string;
+  isolation?: string;
+  maxResultSize?: string;
   json?: boolean;
 }
 
@@ -27,6 +29,8 @@ export function withCommonOptions(cmd: Command, opts: { json?: boolean } = { jso
     .option('--redis <urls>', 'comma-separated Redis masters for Redlock (SCHEDULER_REDIS)')
     .option('--node-id <name>', "this node's name (SCHEDULER_NODE_ID, default <hostname>-<pid>)")
     .option('--log-level <level>', 'pino level (SCHEDULER_LOG_LEVEL, default info)')
+    .option('--isolation <mode>', "default isolation of job bodies: inline or worker (SCHEDULER_ISOLATION, default inline)")
+    .option('--max-result-size <size>', 'largest result stored with a run, e.g. 1MB (SCHEDULER_MAX_RESULT_SIZE, default 1MB)')
     .addOption(new Option('--redis-prefix <prefix>', 'prefix of Redis keys (SCHEDULER_REDIS_PREFIX, default scheduler:)').hideHelp())
     .addOption(new Option('--timezone <zone>', 'default time zone of jobs (SCHEDULER_TIMEZONE)').hideHelp());
   if (opts.json) cmd.option('--json', 'print one JSON document on stdout (logs go to stderr)');
@@ -38,7 +42,8 @@ export function configFrom(options: CommonOptions, extra: ConfigFlags = {}): Con
     flags: {
       config: options.config, jobsDir: options.jobs, store: options.store, redis: options.redis,
       redisPrefix: options.redisPrefix, nodeId: options.nodeId, timezone: options.timezone,
-      logLevel: options.logLevel, gracePeriod: options.gracePeriod, retention: options.retention, ...extra,
+      logLevel: options.logLevel, gracePeriod: options.gracePeriod, retention: options.retention,
+      isolation: options.isolation, maxResultSize: options.maxResultSize, ...extra,
     },
   });
 }
@@ -55,7 +60,7 @@ export function setup(options: CommonOptions, destination: 'stdout' | 'stderr' =
 }
 
 export async function jobsOf(config: Config): Promise<LoadedJobs> {
-  return loadJobs(config.jobsDir, config.timezone);
+  return loadJobs(config.jobsDir, config.timezone, process.cwd(), { isolation: config.isolation });
 }
 
 /** Prints a document: JSON when asked, text otherwise. */

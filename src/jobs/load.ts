@@ -5,15 +5,12 @@
  */
 import { readdirSync, statSync } from 'node:fs';
 import { extname, join, relative } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { createJiti } from 'jiti';
 import { ConfigError, errorMessage } from '../errors.js';
+import { createJobImporter, defaultExportOf } from './importer.js';
 import type { InvalidJobFile, Job } from './types.js';
-import { validateJob } from './validate.js';
+import { validateJob, type JobFieldDefaults } from './validate.js';
 
 const EXTENSIONS = new Set(['.ts', '.mts', '.js', '.mjs']);
-/** Job files may `import { defineJob } from 'cluster-cron'` without a package.json of their own. */
-const PACKAGE_ENTRY = fileURLToPath(new URL('../index.js', import.meta.url));
 
 export interface LoadedJobs {
   jobs: Job[];
@@ -36,14 +33,10 @@ export function listJobFiles(jobsDir: string): string[] {
     .filter((f) => statSync(f).isFile());
 }
 
-export async function loadJobs(jobsDir: string, defaultTimezone: string, cwd = process.cwd()): Promise<LoadedJobs> {
+/** @param defaults job fields whose default comes from the configuration (`isolation`). */
+export async function loadJobs(jobsDir: string, defaultTimezone: string, cwd = process.cwd(), defaults: JobFieldDefaults = {}): Promise<LoadedJobs> {
   const files = listJobFiles(jobsDir);
-  const jiti = createJiti(import.meta.url, {
-    moduleCache: false,
-    fsCache: false,
-    interopDefault: true,
-    alias: { 'cluster-cron': PACKAGE_ENTRY },
-  });
+  const importJob = createJobImporter();
   const jobs: Job[] = [];
   const invalid: InvalidJobFile[] = [];
   const byName = new Map<string, string>();
@@ -51,7 +44,7 @@ export async function loadJobs(jobsDir: string, defaultTimezone: string, cwd = p
     const shown = relative(cwd, file).startsWith('..') ? file : relative(cwd, file);
     let exported: unknown;
     try {
-      const mod = (await jiti.import(file)) as Record<string, unknown> | undefined;
+      const mod = await importJob(file);
       if (mod && typeof mod === 'object' && !('default' in mod) && mod.__esModule) {
         // An ES module without `export default` (only named exports, or none): say so, rather than
         // reporting its named exports as unknown fields of a job.
@@ -59,12 +52,12 @@ export async function loadJobs(jobsDir: string, defaultTimezone: string, cwd = p
         invalid.push({ file: shown, problems: [`${shown}: default export = none${names.length ? ` (named exports: ${names.join(', ')})` : ''}: expected \`export default { schedule, run, ... }\` (see defineJob)`] });
         continue;
       }
-      exported = mod && typeof mod === 'object' && 'default' in mod ? mod.default : mod;
+      exported = defaultExportOf(mod);
     } catch (err) {
       invalid.push({ file: shown, problems: [`${shown}: cannot be loaded: ${oneLine(errorMessage(err))}`] });
       continue;
     }
-    const { job, problems } = validateJob(shown, exported, defaultTimezone);
+    const { job, problems } = validateJob(shown, exported, defaultTimezone, defaults);
     if (!job) {
       invalid.push({ file: shown, problems });
       continue;
@@ -75,6 +68,7 @@ export async function loadJobs(jobsDir: string, defaultTimezone: string, cwd = p
       continue;
     }
     byName.set(job.name, shown);
+    job.path = file;
     jobs.push(job);
   }
   return { jobs, invalid };

@@ -123,6 +123,20 @@ const migrations: Migration[] = [
       }
     },
   },
+  {
+    // Why a body's result was not stored as returned (over maxResultSize, not JSON-serialisable).
+    name: '0004_result_note',
+    async up(knex) {
+      await knex.schema.alterTable(RUNS_TABLE, (t) => {
+        t.text('result_note').nullable();
+      });
+    },
+    async down(knex) {
+      await knex.schema.alterTable(RUNS_TABLE, (t) => {
+        t.dropColumn('result_note');
+      });
+    },
+  },
 ];
 
 export const migrationSource: Knex.MigrationSource<Migration> = {
