@@ -4,21 +4,10 @@
  */
 import pino, { type Logger } from 'pino';
 import pretty from 'pino-pretty';
+import { loggerOptions } from './log-options.js';
 
 export type { Logger };
-
-/** The options of every logger (the worker of an isolated job body builds its own with these too). */
-export function loggerOptions(level: string, base: Record<string, unknown> = {}): pino.LoggerOptions {
-  return {
-    level,
-    base,
-    timestamp: pino.stdTimeFunctions.isoTime,
-    formatters: { level: (label) => ({ level: label }) },
-    // Never print a password: connection strings are redacted where they are formatted, and these
-    // paths catch anything that slips into a log object by name.
-    redact: { paths: ['password', '*.password', 'url', '*.url'], censor: '***' },
-  };
-}
+export { loggerOptions };
 
 export function createLogger(level: string, destination: 'stdout' | 'stderr', base: Record<string, unknown> = {}): Logger {
   const fd = destination === 'stdout' ? 1 : 2;

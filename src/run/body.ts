@@ -78,17 +78,27 @@ function inline(b: BodyRun): Promise<Settled> {
     log: b.log,
     dryRun: b.dryRun,
   };
-  const left = b.watchdog?.enter({ job: job.name, periodKey: run.periodKey, runId: run.id });
   return Promise.resolve()
-    .then(() => job.run(ctx))
+    .then(() => {
+      const watched = b.watchdog?.enter({ job: job.name, periodKey: run.periodKey, runId: run.id });
+      let result: unknown;
+      try {
+        result = job.run(ctx);
+      } catch (err) {
+        watched?.returned();
+        watched?.ended();
+        throw err;
+      }
+      watched?.returned();
+      return Promise.resolve(result).finally(() => watched?.ended());
+    })
     .then(
       (value): Settled => {
         const { json, note } = serialiseResult(value, b.maxResultBytes);
         return { kind: 'ok', json, note, value: () => value };
       },
       (error: unknown): Settled => ({ kind: 'error', ...describeThrown(error) }),
-    )
-    .finally(() => left?.());
+    );
 }
 
 async function inWorker(b: BodyRun): Promise<Settled> {

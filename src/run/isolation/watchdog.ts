@@ -4,7 +4,10 @@
  * cannot interrupt it, but it can say afterwards who did it: one unref'd interval timer measures its
  * own lateness; a wake-up more than `thresholdMs` late logs one warning naming the inline bodies
  * that were running during the stall (started before its end, not finished before its start) and how
- * long the loop was blocked. Cost: one timer callback every `intervalMs` (250 ms), armed from the
+ * long the loop was blocked. When the stall happened in the synchronous part of a body's call (the
+ * code before its first `await`, timed for free around the call), that body alone is named; a body
+ * that blocks after an `await` cannot be told apart from the others running at that moment, so all of
+ * them are named. Cost: one timer callback every `intervalMs` (250 ms), armed from the
  * first inline body on; nothing per run but a map entry.
  */
 import { performance } from 'node:perf_hooks';
@@ -26,6 +29,15 @@ interface Entry {
   runId: string;
   startedAt: number;
   endedAt?: number;
+  /** How long the synchronous part of its call took (ms), once it has returned. */
+  syncMs?: number;
+}
+
+export interface WatchedBody {
+  /** The call `run(ctx)` has returned (its promise, or its value): the synchronous part is over. */
+  returned(): void;
+  /** The body has settled (not at its abort: it may go on). */
+  ended(): void;
 }
 
 export class LoopWatchdog {
@@ -41,14 +53,19 @@ export class LoopWatchdog {
     this.thresholdMs = options.thresholdMs ?? WATCHDOG_THRESHOLD_MS;
   }
 
-  /** An inline body starts; call the returned function when it has settled (not at its abort: it may go on). */
-  enter(run: { job: string; periodKey: string; runId: string }): () => void {
+  /** An inline body is about to be called. */
+  enter(run: { job: string; periodKey: string; runId: string }): WatchedBody {
     this.arm();
     const id = ++this.seq;
-    this.bodies.set(id, { job: run.job, periodKey: run.periodKey, runId: run.runId, startedAt: performance.now() });
-    return () => {
-      const e = this.bodies.get(id);
-      if (e && e.endedAt === undefined) e.endedAt = performance.now();
+    const entry: Entry = { job: run.job, periodKey: run.periodKey, runId: run.runId, startedAt: performance.now() };
+    this.bodies.set(id, entry);
+    return {
+      returned: () => {
+        entry.syncMs ??= performance.now() - entry.startedAt;
+      },
+      ended: () => {
+        entry.endedAt ??= performance.now();
+      },
     };
   }
 
@@ -70,7 +87,10 @@ export class LoopWatchdog {
     const blockedMs = now - this.last - this.intervalMs;
     if (blockedMs >= this.thresholdMs) {
       const from = this.last;
-      const suspects = [...this.bodies.values()].filter((e) => e.startedAt < now && (e.endedAt === undefined || e.endedAt >= from));
+      let suspects = [...this.bodies.values()].filter((e) => e.startedAt < now && (e.endedAt === undefined || e.endedAt >= from));
+      // A body whose synchronous part took most of the stall did it.
+      const sync = suspects.filter((e) => e.syncMs !== undefined && e.syncMs >= blockedMs / 2);
+      if (sync.length > 0) suspects = sync;
       const jobs = [...new Set(suspects.map((e) => e.job))];
       const ms = Math.round(blockedMs);
       this.log.warn(

@@ -13,7 +13,7 @@ import { isMainThread, parentPort, workerData } from 'node:worker_threads';
 import pino from 'pino';
 import { createJobImporter, defaultExportOf } from '../../jobs/importer.js';
 import type { AbortReason, JobContext } from '../../jobs/types.js';
-import { loggerOptions } from '../../log.js';
+import { loggerOptions } from '../../log-options.js';
 import { describeThrown, serialiseResult } from '../outcome.js';
 import type { FromWorker, ToWorker, WorkerStart } from './protocol.js';
 
