@@ -13,7 +13,9 @@
  * and child process (the same worker entry, forked; measured for the choice, not offered). Job files:
  * a plain .mjs and a .ts importing `cluster-cron` (jiti transpiles it in every new worker).
  *
- *   npm run build && node bench/isolation.mjs [--runs 40] [--concurrent 20] [--hold 3000] [--modes inline,thread,process] [--kinds mjs,ts]
+ *  - drift: the node's RSS growth over `--drift-runs` more sequential runs (a leak per run shows here).
+ *
+ *   npm run build && node --expose-gc bench/isolation.mjs [--runs 40] [--concurrent 20] [--hold 6000] [--drift-runs 200] [--modes inline,thread,process] [--kinds mjs,ts]
  */
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -22,16 +24,19 @@ import { join } from 'node:path';
 import pino from 'pino';
 import { fmt, parseFlags, sleep, summarise, table, sourceState } from './lib.mjs';
 
-const USAGE = `node bench/isolation.mjs [--runs N] [--concurrent N] [--hold MS] [--modes inline,thread,process] [--kinds mjs,ts]
+const USAGE = `node bench/isolation.mjs [--runs N] [--concurrent N] [--hold MS] [--drift-runs N] [--modes inline,thread,process] [--kinds mjs,ts] [--json]
   --runs        sequential runs per mode and job file for the start latency (default 40; the first 3 are warm-up)
   --concurrent  bodies held at once for the memory figure (default 20)
-  --hold        how long each of those bodies holds (ms, default 3000)
+  --hold        how long each of those bodies holds (ms, default 6000; the RSS is sampled half-way)
+  --drift-runs  further sequential runs over which the node's RSS growth is measured (default 200)
+  --json        also print the figures as JSON
 Needs a build (npm run build): it runs dist/.`;
 
 const flags = parseFlags(process.argv.slice(2), { booleans: ['json'], usage: USAGE });
 const runs = Number(flags.runs ?? 40);
 const concurrent = Number(flags.concurrent ?? 20);
-const hold = Number(flags.hold ?? 3000);
+const hold = Number(flags.hold ?? 6000);
+const driftRuns = Number(flags['drift-runs'] ?? 200);
 const modes = String(flags.modes ?? 'inline,thread,process').split(',');
 const kinds = String(flags.kinds ?? 'mjs,ts').split(',');
 const WARMUP = 3;
@@ -121,7 +126,7 @@ async function memory(mode, file, job) {
   const pending = [];
   for (let i = 0; i < concurrent; i++) pending.push(once(mode, file, job));
   // Sample while every body holds: after the slowest start (bounded by hold/2).
-  await sleep(Math.min(hold / 2, 1500));
+  await sleep(hold / 2);
   const during = rssKb(process.pid) + childrenRssKb(process.pid);
   await Promise.all(pending);
   await sleep(300);
@@ -129,7 +134,17 @@ async function memory(mode, file, job) {
   return { perRunMb: (during - before) / 1024 / concurrent, leftMb: (after - before) / 1024 };
 }
 
-const rows = [['mode', 'job file', 'start p50', 'p90', 'max', 'outcome back p50', 'p90', `RSS per run (${concurrent} at once)`, 'RSS left after']];
+/** RSS growth over `n` more sequential runs (after the latency runs): a leak per run would show here. */
+async function drift(mode, file, job, n) {
+  global.gc?.();
+  const before = rssKb(process.pid);
+  for (let i = 0; i < n; i++) await once(mode, file, job);
+  await sleep(300);
+  global.gc?.();
+  return (rssKb(process.pid) - before) / 1024;
+}
+
+const rows = [['mode', 'job file', 'start p50', 'p90', 'max', 'outcome back p50', 'p90', `RSS per run (${concurrent} at once)`, 'RSS left after', `RSS drift over ${driftRuns} more runs`]];
 const results = [];
 try {
   for (const kind of kinds) {
@@ -150,11 +165,12 @@ try {
           totals.push(r.totalMs);
         }
       }
+      const driftMb = await drift(mode, quick, quickJob, driftRuns);
       const mem = await memory(mode, held, heldJob);
       const s = summarise(starts);
       const t = summarise(totals);
-      results.push({ mode, kind, start: s, total: t, ...mem });
-      rows.push([mode === 'thread' ? 'worker thread' : mode === 'process' ? 'child process' : 'inline', `.${kind}`, `${fmt(s.p50, 2)} ms`, `${fmt(s.p90, 2)} ms`, `${fmt(s.max, 2)} ms`, `${fmt(t.p50, 2)} ms`, `${fmt(t.p90, 2)} ms`, `${fmt(mem.perRunMb, 1)} MB`, `${fmt(mem.leftMb, 1)} MB`]);
+      results.push({ mode, kind, start: s, total: t, ...mem, driftMb });
+      rows.push([mode === 'thread' ? 'worker thread' : mode === 'process' ? 'child process' : 'inline', `.${kind}`, `${fmt(s.p50, 2)} ms`, `${fmt(s.p90, 2)} ms`, `${fmt(s.max, 2)} ms`, `${fmt(t.p50, 2)} ms`, `${fmt(t.p90, 2)} ms`, `${fmt(mem.perRunMb, 1)} MB`, `${fmt(mem.leftMb, 1)} MB`, `${fmt(driftMb, 1)} MB`]);
     }
   }
 } finally {
@@ -162,7 +178,7 @@ try {
 }
 
 const state = sourceState();
-process.stdout.write(`node bench/isolation.mjs ${process.argv.slice(2).join(' ')}`.trim() + '\n');
+process.stdout.write(`node ${[...process.execArgv, 'bench/isolation.mjs', ...process.argv.slice(2)].join(' ')}\n`);
 process.stdout.write(`Node ${process.version}, ${cpus().length} cores, ${Math.round(totalmem() / 2 ** 30)} GiB; commit ${state.head}${state.srcChanges.length ? ' (src/ changed)' : ''}; ${runs} sequential runs per row (after ${WARMUP} warm-up), ${concurrent} held at once for memory\n\n`);
 process.stdout.write(`${table(rows)}\n`);
 if (flags.json) process.stdout.write(`${JSON.stringify(results, null, 2)}\n`);

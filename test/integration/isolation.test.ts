@@ -168,6 +168,11 @@ describe("isolation: 'worker'", () => {
     expect(byJob.get('default')).toEqual({ isMainThread: false });
     expect(byJob.get('own')).toEqual({ isMainThread: true });
 
+    const list = await runCli(['list', '--json'], { cwd: ws.dir, env: envOf(ws, { SCHEDULER_ISOLATION: 'worker' }) });
+    expect(list.code, list.stderr).toBe(0);
+    const listed = (JSON.parse(list.stdout) as { jobs: Array<{ name: string; isolation: string }> }).jobs;
+    expect(listed.map((j) => [j.name, j.isolation])).toEqual([['default', 'worker'], ['own', 'inline']]);
+
     const bad = await runOnce(ws, ['default'], { SCHEDULER_ISOLATION: 'thread' });
     expect(bad.code).toBe(2);
     expect(bad.stderr.trim().split('\n')).toEqual(["scheduler: invalid setting SCHEDULER_ISOLATION=thread: expected 'inline' or 'worker'"]);
