@@ -33,6 +33,8 @@ export interface BodyRun {
   watchdog?: LoopWatchdog;
   /** Worker bodies: how long after the abort a body that has not settled is terminated. */
   workerGraceMs?: number;
+  /** The same after a 'lease-lost' abort (shorter: the worker must be gone before the lease runs out in the store). */
+  leaseLostGraceMs?: number;
 }
 
 type Settled =
@@ -120,6 +122,7 @@ async function inWorker(b: BodyRun): Promise<Settled> {
     log: b.log,
     signal: b.controller.signal,
     graceMs: b.workerGraceMs,
+    leaseLostGraceMs: b.leaseLostGraceMs,
   });
   if (settled.kind === 'error') return settled;
   const json = settled.json;

@@ -147,6 +147,8 @@ export class Executor {
     return runBody({
       job, run, nodeId: this.nodeId, controller, dryRun, log: childLog, watchdog: this.watchdog,
       maxResultBytes: this.options.maxResultBytes ?? DEFAULT_MAX_RESULT_BYTES, workerGraceMs: this.options.workerGraceMs,
+      // A self-fenced attempt aborts fenceMargin before its lease can run out in the store: its worker must be gone by then.
+      leaseLostGraceMs: Math.floor(fenceMargin(job.lockTtlMs) / 2),
     });
   }
 

@@ -202,6 +202,45 @@ describe("isolation: 'worker'", () => {
     expect(deaf).toMatchObject({ status: 'timed_out' });
   });
 
+  it("lease loss (another node took the row) aborts the worker's ctx.signal with 'lease-lost', and a body that goes on is terminated within half the self-fencing margin", async () => {
+    const ws = workspace();
+    ws.writeJob('tick.mjs', jobSource(`schedule: '* * * * * *', catchUp: '5s',`));
+    // Sees its signal (records the reason) but does not stop.
+    ws.writeJob('stubborn.mjs', jobSource(`schedule: '${onceAMinuteFromNow(5)}', lockTtl: '1s', isolation: 'worker',`,
+      `ctx.signal.addEventListener('abort', () => record(ctx, 'aborted', { reason: ctx.signal.reason }));
+       setInterval(() => record(ctx, 'still-running'), 100); await new Promise(() => {});`));
+    const d = start(ws, { SCHEDULER_GRACE_PERIOD: '1s' }); // attempt 2 is as stubborn
+    await waitForLog(d, 'the daemon to schedule', 'scheduler started');
+    await waitFor('the stubborn body to run', () => effects(ws, 'still-running').length > 0, 90_000);
+    // Another node's takeover, as the store sees it: the row is no longer this node's.
+    const db = new Sqlite(ws.path('scheduler.db'));
+    try {
+      db.pragma('busy_timeout = 10000');
+      const changed = db.prepare("UPDATE scheduler_runs SET node_id = 'other-node' WHERE job = 'stubborn' AND status = 'running'").run().changes;
+      expect(changed).toBe(1);
+    } finally {
+      db.close();
+    }
+    const [aborted] = await waitFor('the abort in the worker', () => {
+      const a = effects(ws, 'aborted');
+      return a.length > 0 ? a : false;
+    }, 15_000);
+    expect(aborted!.reason).toBe('lease-lost');
+    // lockTtl 1s: the self-fencing margin is 250 ms, so the worker gets half of it (125 ms), not the 1 s of a timeout.
+    const killed = await waitForLog(d, 'the worker to be terminated', 'the body did not end within 125 ms of its signal (lease-lost): terminating its worker', 15_000);
+    const killedAt = Date.parse(String(killed.time));
+    expect(killedAt - aborted!.at).toBeGreaterThanOrEqual(100);
+    expect(killedAt - aborted!.at).toBeLessThan(1000);
+    await waitFor('three more ticks', () => effects(ws).filter((e) => e.job === 'tick' && e.at > killedAt + 200).length >= 3, 20_000);
+    // The row, abandoned by the sweep once its lease ran out, is owed again as attempt 2 (which runs its
+    // own worker); attempt 1's worker wrote nothing after it was terminated.
+    const first = effects(ws, 'still-running')[0]!;
+    expect(first.attempt).toBe(1);
+    expect(effects(ws, 'still-running').filter((e) => e.runId === first.runId && e.at > killedAt + 200), 'side effects after the worker was terminated').toEqual([]);
+    expect(await d.stop('SIGTERM')).toBe(0);
+    expect(d.logs().some((l) => l.job === 'stubborn' && l.msg === 'lease lost: aborting the run')).toBe(true);
+  });
+
   it('SIGTERM past the grace period: a worker body that ignores its signal is recorded interrupted and the node exits 0 promptly', async () => {
     const ws = workspace();
     ws.writeJob('spin.mjs', jobSource(`schedule: '* * * * * *', catchUp: '1s', isolation: 'worker',`, 'for (;;) {}'));

@@ -2,7 +2,9 @@
  * The parent side of an `isolation: 'worker'` job body: a worker thread per run that imports the job
  * file and runs `run(ctx)` (see worker-entry.ts). Aborts of the run's signal (timeout, lease-lost,
  * shutdown) are relayed to the worker's `ctx.signal`; a body that has not settled `graceMs` later is
- * terminated (V8 stops even a `for (;;) {}`). A body that settles is terminated at once, with
+ * terminated (V8 stops even a `for (;;) {}`); after 'lease-lost', `leaseLostGraceMs` later (the
+ * executor gives half its self-fencing margin, so that a fenced attempt's worker is gone before the
+ * store's lease runs out and another node may start the next attempt). A body that settles is terminated at once, with
  * whatever it left behind (timers, sockets). A body that calls `process.exit()` ends its worker only.
  *
  * The outcome is decided by the caller at the abort, as for an inline body; the termination runs in
@@ -32,6 +34,11 @@ export interface WorkerBodySpec {
   log: Logger;
   signal: AbortSignal;
   graceMs?: number;
+  /**
+   * The grace after a 'lease-lost' abort: shorter, so that the worker is gone before the store can
+   * give the attempt to another node (default: graceMs).
+   */
+  leaseLostGraceMs?: number;
   mode?: IsolationMode;
 }
 
@@ -49,7 +56,7 @@ interface Handle {
 /** Runs the body in a worker; resolves with its outcome (never rejects). */
 export function runInWorker(spec: WorkerBodySpec): Promise<WorkerSettled> {
   const { log, signal } = spec;
-  const graceMs = spec.graceMs ?? DEFAULT_WORKER_GRACE_MS;
+  const defaultGraceMs = spec.graceMs ?? DEFAULT_WORKER_GRACE_MS;
   const stream = (log as unknown as Record<symbol, { write(line: string): void } | undefined>)[pino.symbols.streamSym];
   return new Promise<WorkerSettled>((resolve) => {
     let settled = false;
@@ -102,6 +109,7 @@ export function runInWorker(spec: WorkerBodySpec): Promise<WorkerSettled> {
 
     function onAbort() {
       const reason = signal.reason as AbortReason;
+      const graceMs = reason === 'lease-lost' ? Math.min(defaultGraceMs, spec.leaseLostGraceMs ?? defaultGraceMs) : defaultGraceMs;
       handle.post({ type: 'abort', reason });
       // From here on the outcome is recorded by the caller; the worker must not keep the node alive.
       handle.unref();
