@@ -4,21 +4,15 @@
  */
 import pino, { type Logger } from 'pino';
 import pretty from 'pino-pretty';
+import { loggerOptions } from './log-options.js';
 
 export type { Logger };
+export { loggerOptions };
 
 export function createLogger(level: string, destination: 'stdout' | 'stderr', base: Record<string, unknown> = {}): Logger {
   const fd = destination === 'stdout' ? 1 : 2;
   const stream = destination === 'stdout' ? process.stdout : process.stderr;
-  const options: pino.LoggerOptions = {
-    level,
-    base,
-    timestamp: pino.stdTimeFunctions.isoTime,
-    formatters: { level: (label) => ({ level: label }) },
-    // Never print a password: connection strings are redacted where they are formatted, and these
-    // paths catch anything that slips into a log object by name.
-    redact: { paths: ['password', '*.password', 'url', '*.url'], censor: '***' },
-  };
+  const options = loggerOptions(level, base);
   if (stream.isTTY && process.env.SCHEDULER_LOG_FORMAT !== 'json') {
     return pino(options, pretty({ destination: fd, colorize: true, sync: true, ignore: 'pid,hostname' }));
   }

@@ -82,7 +82,7 @@ export async function openRuntime(config: Config, log: Logger): Promise<Runtime>
   await clock.start();
   const claimer = new Claimer(store, lock, config.nodeId, log);
   if (lockDown) claimer.lockUnavailable(lockDown);
-  const executor = new Executor(store, config.nodeId, log, () => clock.now());
+  const executor = new Executor(store, config.nodeId, log, { maxResultBytes: config.maxResultBytes, now: () => clock.now() });
   const runner = new PeriodRunner(store, claimer, executor, log);
   const takeover = new Takeover(store, jobStore, runner, config.nodeId, log);
   const reconciler = new Reconciler(store, jobStore, runner, config.nodeId, log, () => clock.now());

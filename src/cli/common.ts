@@ -17,6 +17,8 @@ export interface CommonOptions {
   gracePeriod?: string;
   retention?: string;
   loadTimeout?: string;
+  isolation?: string;
+  maxResultSize?: string;
   json?: boolean;
 }
 
@@ -29,6 +31,8 @@ export function withCommonOptions(cmd: Command, opts: { json?: boolean } = { jso
     .option('--node-id <name>', "this node's name (SCHEDULER_NODE_ID, default <hostname>-<pid>)")
     .option('--log-level <level>', 'pino level (SCHEDULER_LOG_LEVEL, default info)')
     .option('--load-timeout <duration>', 'deadline of each job file\'s load (SCHEDULER_LOAD_TIMEOUT, default 10s)')
+    .option('--isolation <mode>', "default isolation of job bodies: inline or worker (SCHEDULER_ISOLATION, default inline)")
+    .option('--max-result-size <size>', 'largest result stored with a run, e.g. 1MB (SCHEDULER_MAX_RESULT_SIZE, default 1MB)')
     .addOption(new Option('--redis-prefix <prefix>', 'prefix of Redis keys (SCHEDULER_REDIS_PREFIX, default scheduler:)').hideHelp())
     .addOption(new Option('--timezone <zone>', 'default time zone of jobs (SCHEDULER_TIMEZONE)').hideHelp());
   if (opts.json) cmd.option('--json', 'print one JSON document on stdout (logs go to stderr)');
@@ -41,7 +45,7 @@ export function configFrom(options: CommonOptions, extra: ConfigFlags = {}): Con
       config: options.config, jobsDir: options.jobs, store: options.store, redis: options.redis,
       redisPrefix: options.redisPrefix, nodeId: options.nodeId, timezone: options.timezone,
       logLevel: options.logLevel, gracePeriod: options.gracePeriod, retention: options.retention,
-      loadTimeout: options.loadTimeout, ...extra,
+      loadTimeout: options.loadTimeout, isolation: options.isolation, maxResultSize: options.maxResultSize, ...extra,
     },
   });
 }
@@ -58,7 +62,7 @@ export function setup(options: CommonOptions, destination: 'stdout' | 'stderr' =
 }
 
 export async function jobsOf(config: Config): Promise<LoadedJobs> {
-  return loadJobs(config.jobsDir, config.timezone, { timeoutMs: config.loadTimeoutMs });
+  return loadJobs(config.jobsDir, config.timezone, { timeoutMs: config.loadTimeoutMs, defaults: { isolation: config.isolation } });
 }
 
 /** Prints a document: JSON when asked, text otherwise. */

@@ -24,12 +24,12 @@ export function historyCommand(program: Command): void {
       try {
         const runs = await store.history({ job, status: options.status as RunStatus | undefined, limit });
         print(options.json, runs.map(runView), () => runs.length === 0 ? 'no runs recorded' : table([
-          ['JOB', 'PERIOD', 'ATTEMPT', 'TRIGGER', 'STATUS', 'NODE', 'STARTED', 'FINISHED', 'DURATION', 'ERROR'],
+          ['JOB', 'PERIOD', 'ATTEMPT', 'TRIGGER', 'STATUS', 'NODE', 'STARTED', 'FINISHED', 'DURATION', 'ERROR / NOTE'],
           ...runs.map((r) => [
             r.job, r.scheduledAt.toISOString(), String(r.attempt), r.trigger,
             r.reason ? `${r.status} (${r.reason})` : r.status === 'pending' ? `pending (due ${r.runAt?.toISOString() ?? '?'})` : r.status,
             r.nodeId, r.status === 'pending' ? '' : r.startedAt.toISOString(),
-            r.finishedAt?.toISOString() ?? '', durationText(r.durationMs), (r.error ?? '').split('\n')[0]!.slice(0, 80),
+            r.finishedAt?.toISOString() ?? '', durationText(r.durationMs), (r.error ?? r.resultNote ?? '').split('\n')[0]!.slice(0, 80),
           ]),
         ]));
       } finally {

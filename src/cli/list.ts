@@ -28,6 +28,7 @@ export function listCommand(program: Command): void {
         schedule: j.schedule.expression,
         timezone: j.timezone,
         enabled: j.enabled,
+        isolation: j.isolation ?? 'inline',
         next: j.enabled ? nextPeriods(j.schedule, now, count).map((d) => d.toISOString()) : [],
         timeoutMs: j.timeoutMs,
         lockTtlMs: j.lockTtlMs,

@@ -67,7 +67,7 @@ Examples:
       if (options.dryRun) {
         const stores = await openStores(config);
         try {
-          const executor = new Executor(stores.store, config.nodeId, log);
+          const executor = new Executor(stores.store, config.nodeId, log, { maxResultBytes: config.maxResultBytes });
           if (names.length > 0) {
             for (const job of selected) report.runs.push(await executor.dryRun(job, period ?? new Date(), 'manual'));
           } else {

@@ -21,6 +21,7 @@ export function runView(r: RunRecord) {
     durationMs: r.durationMs,
     error: r.error,
     result: r.result,
+    resultNote: r.resultNote,
   };
 }
 

@@ -10,6 +10,8 @@ import { z } from 'zod';
 import { ConfigError } from '../errors.js';
 import { formatDuration, parseDuration, DURATION_EXPECTED } from '../time/duration.js';
 import { isValidTimezone } from '../time/schedule.js';
+import type { Isolation } from '../jobs/types.js';
+import { DEFAULT_MAX_RESULT_BYTES, formatSize } from '../run/outcome.js';
 import { redactUrl } from './redact.js';
 
 export type StoreConfig =
@@ -32,6 +34,10 @@ export interface Config {
   retentionMs: number | null;
   /** Deadline of each job file's load (a top-level await that never settles becomes an invalid file). */
   loadTimeoutMs: number;
+  /** The default `isolation` of jobs that do not set their own. */
+  isolation: Isolation;
+  /** A body's result whose JSON is larger than this is not stored (the run gets a resultNote). */
+  maxResultBytes: number;
   /** Where the config file came from, if any (for messages). */
   configFile?: string;
 }
@@ -48,6 +54,8 @@ export const DEFAULTS = {
   gracePeriod: '30s',
   retention: '30d',
   loadTimeout: '10s',
+  isolation: 'inline',
+  maxResultSize: '1MB',
 } as const;
 
 /** Setting name -> environment variable and flag. */
@@ -63,6 +71,8 @@ const SETTINGS = {
   gracePeriod: { env: 'SCHEDULER_GRACE_PERIOD', flag: '--grace-period' },
   retention: { env: 'SCHEDULER_RETENTION', flag: '--retention' },
   loadTimeout: { env: 'SCHEDULER_LOAD_TIMEOUT', flag: '--load-timeout' },
+  isolation: { env: 'SCHEDULER_ISOLATION', flag: '--isolation' },
+  maxResultSize: { env: 'SCHEDULER_MAX_RESULT_SIZE', flag: '--max-result-size' },
 } as const;
 
 export type SettingName = keyof typeof SETTINGS;
@@ -169,6 +179,13 @@ export function loadConfig(options: LoadOptions = {}): Config {
   const loadTimeoutRaw = raw('loadTimeout', DEFAULTS.loadTimeout);
   const loadTimeoutMs = parseDuration(loadTimeoutRaw.value);
   if (loadTimeoutMs === undefined || loadTimeoutMs <= 0 || loadTimeoutMs > MAX_LOAD_TIMEOUT_MS) fail(loadTimeoutRaw, LOAD_TIMEOUT_EXPECTED);
+  const isolationRaw = raw('isolation', DEFAULTS.isolation);
+  if (isolationRaw.value !== 'inline' && isolationRaw.value !== 'worker') fail(isolationRaw, "'inline' or 'worker'");
+  const isolation = isolationRaw.value as Isolation;
+
+  const resultRaw = raw('maxResultSize', DEFAULTS.maxResultSize);
+  const maxResultBytes = parseSize(resultRaw.value);
+  if (maxResultBytes === undefined || maxResultBytes > MAX_RESULT_SIZE_LIMIT) fail(resultRaw, SIZE_EXPECTED);
 
   return {
     jobsDir, store, redis, redisPrefix, nodeId, timezone, http,
@@ -176,6 +193,8 @@ export function loadConfig(options: LoadOptions = {}): Config {
     gracePeriodMs: gracePeriodMs as number,
     retentionMs,
     loadTimeoutMs: loadTimeoutMs as number,
+    isolation,
+    maxResultBytes: maxResultBytes as number,
     configFile,
   };
 }
@@ -258,6 +277,27 @@ function parseRetention(r: Raw, fail: Fail): number | null {
 
 const MAX_LOAD_TIMEOUT_MS = 86_400_000;
 export const LOAD_TIMEOUT_EXPECTED = "a duration such as '10s' or '2m', more than 0 and at most 1d";
+/**
+ * The largest `maxResultSize`: MySQL's MEDIUMTEXT (the result column) holds 16,777,215 bytes. Near
+ * it, MySQL's `max_allowed_packet` must also hold the whole UPDATE (16 MB by default on MariaDB, 64 MB on MySQL 8).
+ */
+export const MAX_RESULT_SIZE_LIMIT = 16 * 1024 * 1024 - 1;
+export const SIZE_EXPECTED = "a size such as '1MB', '512KB' or a number of bytes (KB = 1024 bytes, MB = 1024 KB), from 0 to 16777215 bytes";
+
+const SIZE_UNITS: Record<string, number> = { b: 1, kb: 1024, kib: 1024, k: 1024, mb: 1024 * 1024, mib: 1024 * 1024, m: 1024 * 1024 };
+
+/** A size: a whole number of bytes (a number, or digits), or `<number><unit>` with B, KB, MB (binary). Undefined when it is not one. */
+export function parseSize(value: unknown): number | undefined {
+  if (typeof value === 'number') return Number.isInteger(value) && value >= 0 ? value : undefined;
+  if (typeof value !== 'string') return undefined;
+  const match = /^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$/i.exec(value);
+  if (!match) return undefined;
+  const unit = match[2]!.toLowerCase();
+  const factor = unit === '' ? 1 : SIZE_UNITS[unit];
+  if (factor === undefined) return undefined;
+  const bytes = Number(match[1]) * factor;
+  return Number.isInteger(bytes) ? bytes : Math.floor(bytes);
+}
 
 /** The configuration as it may be shown: secrets redacted. */
 export function describeConfig(config: Config): Record<string, unknown> {
@@ -273,6 +313,8 @@ export function describeConfig(config: Config): Record<string, unknown> {
     gracePeriodMs: config.gracePeriodMs,
     retention: config.retentionMs === null ? 'off' : formatDuration(config.retentionMs),
     loadTimeout: formatDuration(config.loadTimeoutMs),
+    isolation: config.isolation,
+    maxResultSize: formatSize(config.maxResultBytes),
     configFile: config.configFile ?? null,
   };
 }

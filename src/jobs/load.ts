@@ -8,16 +8,13 @@
  */
 import { lstatSync, readdirSync, readlinkSync, statSync, type Stats } from 'node:fs';
 import { extname, join, relative } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { createJiti } from 'jiti';
 import { ConfigError, errorMessage } from '../errors.js';
 import { formatDuration } from '../time/duration.js';
+import { createJobImporter, defaultExportOf } from './importer.js';
 import type { InvalidJobFile, Job } from './types.js';
-import { validateJob } from './validate.js';
+import { validateJob, type JobFieldDefaults } from './validate.js';
 
 const EXTENSIONS = new Set(['.ts', '.mts', '.js', '.mjs']);
-/** Job files may `import { defineJob } from 'cluster-cron'` without a package.json of their own. */
-const PACKAGE_ENTRY = fileURLToPath(new URL('../index.js', import.meta.url));
 
 /** The default of the `loadTimeout` setting. */
 export const DEFAULT_LOAD_TIMEOUT_MS = 10_000;
@@ -41,6 +38,8 @@ export interface LoadJobsOptions {
   concurrency?: number;
   /** Imports one file (default: jiti). A seam for tests. */
   importer?: (file: string) => Promise<unknown>;
+  /** Job fields whose default comes from the configuration (`isolation`). */
+  defaults?: JobFieldDefaults;
 }
 
 /**
@@ -80,16 +79,7 @@ export async function loadJobFiles(files: string[], defaultTimezone: string, cwd
   const cwd = options.cwd ?? process.cwd();
   const timeoutMs = options.timeoutMs ?? DEFAULT_LOAD_TIMEOUT_MS;
   const concurrency = Math.max(1, options.concurrency ?? LOAD_CONCURRENCY);
-  let importer = options.importer;
-  if (!importer) {
-    const jiti = createJiti(import.meta.url, {
-      moduleCache: false,
-      fsCache: false,
-      interopDefault: true,
-      alias: { 'cluster-cron': PACKAGE_ENTRY },
-    });
-    importer = (file) => jiti.import(file);
-  }
+  const importer = options.importer ?? createJobImporter();
   const shown = (file: string) => (relative(cwd, file).startsWith('..') ? file : relative(cwd, file));
 
   const results: Loaded[] = new Array(files.length);
@@ -120,8 +110,8 @@ export async function loadJobFiles(files: string[], defaultTimezone: string, cwd
       invalid.push({ file: where, problems: [`${where}: default export = none${names.length ? ` (named exports: ${names.join(', ')})` : ''}: expected \`export default { schedule, run, ... }\` (see defineJob)`] });
       return;
     }
-    const exported = mod && typeof mod === 'object' && 'default' in mod ? mod.default : mod;
-    const { job, problems } = validateJob(where, exported, defaultTimezone);
+    const exported = defaultExportOf(mod);
+    const { job, problems } = validateJob(where, exported, defaultTimezone, options.defaults);
     if (!job) {
       invalid.push({ file: where, problems });
       return;
@@ -132,6 +122,7 @@ export async function loadJobFiles(files: string[], defaultTimezone: string, cwd
       return;
     }
     byName.set(job.name, where);
+    job.path = file;
     jobs.push(job);
   });
   return { jobs, invalid };

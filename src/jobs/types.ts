@@ -29,6 +29,9 @@ export interface JobContext {
 
 export type Duration = number | string;
 
+/** Where a job body runs: in the scheduler's own thread, or in a worker thread that can be terminated. */
+export type Isolation = 'inline' | 'worker';
+
 /** What a job file's default export looks like. */
 export interface JobDefinition<R = unknown> {
   /** Default: the file name without extension. */
@@ -53,6 +56,12 @@ export interface JobDefinition<R = unknown> {
   retryDelay?: Duration;
   /** Default true. */
   enabled?: boolean;
+  /**
+   * 'inline' runs the body in the scheduler's thread; 'worker' in a worker thread of its own, which
+   * is terminated when the body ignores its signal (timeout, lease loss, shutdown). Default: the
+   * `isolation` setting, else 'inline'.
+   */
+  isolation?: Isolation;
   run(ctx: JobContext): R | Promise<R>;
 }
 
@@ -70,6 +79,10 @@ export interface Job {
   retries: number;
   retryDelayMs: number;
   enabled: boolean;
+  /** Undefined: 'inline'. */
+  isolation?: Isolation;
+  /** The job file's path as loaded (absolute when the jobs folder is); a worker imports it from there. */
+  path?: string;
   run(ctx: JobContext): unknown;
 }
 

@@ -5,7 +5,7 @@
 import { basename, extname } from 'node:path';
 import { compileSchedule, isValidTimezone, type Schedule } from '../time/schedule.js';
 import { parseDuration, DURATION_EXPECTED } from '../time/duration.js';
-import type { Job } from './types.js';
+import type { Isolation, Job } from './types.js';
 
 export const JOB_DEFAULTS = {
   lockTtl: '30s',
@@ -15,9 +15,18 @@ export const JOB_DEFAULTS = {
   retries: 0,
   retryDelay: '30s',
   enabled: true,
+  isolation: 'inline',
 } as const;
 
-const FIELDS = ['name', 'schedule', 'timezone', 'timeout', 'lockTtl', 'overlap', 'catchUp', 'coalesce', 'retries', 'retryDelay', 'enabled', 'run', 'description'];
+/** Job fields whose default comes from the configuration. */
+export interface JobFieldDefaults {
+  /** The `isolation` setting (default 'inline'). */
+  isolation?: Isolation;
+}
+
+export const ISOLATIONS: readonly Isolation[] = ['inline', 'worker'];
+
+const FIELDS = ['name', 'schedule', 'timezone', 'timeout', 'lockTtl', 'overlap', 'catchUp', 'coalesce', 'retries', 'retryDelay', 'enabled', 'isolation', 'run', 'description'];
 export const JOB_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/;
 const MIN_LOCK_TTL_MS = 1000;
 
@@ -31,7 +40,7 @@ function show(value: unknown): string {
   }
 }
 
-export function validateJob(file: string, exported: unknown, defaultTimezone: string): { job?: Job; problems: string[] } {
+export function validateJob(file: string, exported: unknown, defaultTimezone: string, defaults: JobFieldDefaults = {}): { job?: Job; problems: string[] } {
   const where = file;
   const problems: string[] = [];
   const bad = (field: string, value: unknown, expected: string) =>
@@ -100,6 +109,9 @@ export function validateJob(file: string, exported: unknown, defaultTimezone: st
     bad('retries', def.retries, 'a whole number from 0 to 100');
   }
 
+  const isolation = def.isolation ?? defaults.isolation ?? JOB_DEFAULTS.isolation;
+  if (!ISOLATIONS.includes(isolation as Isolation)) bad('isolation', def.isolation, "'inline' or 'worker'");
+
   if (typeof def.run !== 'function') bad('run', def.run, 'a function (async run(ctx) { ... })');
   if (def.description !== undefined && typeof def.description !== 'string') bad('description', def.description, 'a string');
 
@@ -119,6 +131,7 @@ export function validateJob(file: string, exported: unknown, defaultTimezone: st
       retries: retries as number,
       retryDelayMs: retryDelayMs!,
       enabled: enabled as boolean,
+      isolation: isolation as Isolation,
       run: def.run as Job['run'],
     },
   };

@@ -6,11 +6,15 @@
  */
 import { randomUUID } from 'node:crypto';
 import { errorMessage, StoreUnavailableError } from '../errors.js';
-import type { AbortReason, Job, JobContext, Trigger } from '../jobs/types.js';
+import type { AbortReason, Job, Trigger } from '../jobs/types.js';
 import type { Logger } from '../log.js';
 import type { Lease } from '../claim/lock.js';
 import type { FinalStatus, RunOutcome, RunRecord, RunStore } from '../store/types.js';
 import { periodKey } from '../time/schedule.js';
+import { runBody } from './body.js';
+import { LoopWatchdog } from './isolation/watchdog.js';
+import { STATUS_ON_ABORT } from './body.js';
+import { DEFAULT_MAX_RESULT_BYTES } from './outcome.js';
 
 export interface AttemptResult {
   job: string;
@@ -34,11 +38,14 @@ interface InFlight {
   done: Promise<AttemptResult>;
 }
 
-const STATUS_ON_ABORT: Record<AbortReason, RunOutcome['status']> = {
-  timeout: 'timed_out',
-  shutdown: 'interrupted',
-  'lease-lost': 'abandoned',
-};
+export interface ExecutorOptions {
+  /** Results whose JSON is larger are not stored (the `maxResultSize` setting; default 1 MB). */
+  maxResultBytes?: number;
+  /** Worker bodies: how long after the abort one that has not settled is terminated (default 1 s). */
+  workerGraceMs?: number;
+  /** The node's clock corrected to the store's (epoch ms): periods start at their instant by it. Default: Date.now. */
+  now?: () => number;
+}
 
 /** The outcome of an attempt aborted before its body began. */
 function notStarted(reason: AbortReason): RunOutcome {
@@ -64,13 +71,13 @@ export class Executor {
   private writesLimitedAt = Infinity;
   /** A second signal: outcome writes are not tried again after this instant. */
   private writeDeadline = Infinity;
+  private watchdog: LoopWatchdog | undefined;
 
-  /** @param now the node's clock corrected to the store's (epoch ms): periods start at their instant by it. */
   constructor(
     private readonly store: RunStore,
     private readonly nodeId: string,
     private readonly log: Logger,
-    private readonly now: () => number = Date.now,
+    private readonly options: ExecutorOptions = {},
   ) {}
 
   get size(): number {
@@ -97,7 +104,7 @@ export class Executor {
     const fake: RunRecord = {
       id: `dry-run-${randomUUID()}`, job: job.name, scheduledAt, periodKey: periodKey(job.name, scheduledAt), shard: 0,
       attempt, trigger, status: 'running', reason: null, nodeId: this.nodeId, startedAt: new Date(), claimedAt: null, runAt: null, finishedAt: null,
-      durationMs: null, heartbeatAt: null, leaseMs: job.lockTtlMs, result: null, error: null, errorStack: null,
+      durationMs: null, heartbeatAt: null, leaseMs: job.lockTtlMs, result: null, resultNote: null, error: null, errorStack: null,
     };
     const controller = new AbortController();
     const started = Date.now();
@@ -144,7 +151,7 @@ export class Executor {
     const keeper = this.keepLease(job, run, lease, controller, log, claimSentAt);
     // A period claimed ahead of its instant starts at the instant (by the clock corrected to the
     // store's); the lease is kept meanwhile, and an abort meanwhile (shutdown, self-fencing) ends the wait.
-    const wait = notBefore ? notBefore.getTime() - this.now() : 0;
+    const wait = notBefore ? notBefore.getTime() - (this.options.now ?? Date.now)() : 0;
     if (wait > 0 && !controller.signal.aborted) {
       await new Promise<void>((resolve) => {
         const timer = setTimeout(done, wait);
@@ -182,46 +189,13 @@ export class Executor {
 
   private async body(job: Job, run: RunRecord, controller: AbortController, dryRun: boolean, log?: Logger): Promise<RunOutcome> {
     const childLog = log ?? this.log.child({ job: job.name, periodKey: run.periodKey, runId: run.id, attempt: run.attempt, dryRun });
-    const ctx: JobContext = {
-      job: job.name,
-      scheduledAt: new Date(run.scheduledAt.getTime()),
-      periodKey: run.periodKey,
-      runId: run.id,
-      attempt: run.attempt,
-      trigger: run.trigger,
-      nodeId: this.nodeId,
-      signal: controller.signal,
-      log: childLog,
-      dryRun,
-    };
-    const timer = job.timeoutMs ? setTimeout(() => controller.abort('timeout'), job.timeoutMs) : undefined;
-    timer?.unref();
-    const aborted = new Promise<{ kind: 'aborted'; reason: AbortReason }>((resolve) => {
-      const onAbort = () => resolve({ kind: 'aborted', reason: controller.signal.reason as AbortReason });
-      if (controller.signal.aborted) onAbort();
-      else controller.signal.addEventListener('abort', onAbort, { once: true });
+    this.watchdog ??= new LoopWatchdog(this.log);
+    return runBody({
+      job, run, nodeId: this.nodeId, controller, dryRun, log: childLog, watchdog: this.watchdog,
+      maxResultBytes: this.options.maxResultBytes ?? DEFAULT_MAX_RESULT_BYTES, workerGraceMs: this.options.workerGraceMs,
+      // A self-fenced attempt aborts fenceMargin before its lease can run out in the store: its worker must be gone by then.
+      leaseLostGraceMs: Math.floor(fenceMargin(job.lockTtlMs) / 2),
     });
-    childLog.info({ trigger: run.trigger, scheduledAt: run.scheduledAt.toISOString() }, 'run started');
-    const settled = Promise.resolve()
-      .then(() => job.run(ctx))
-      .then((value) => ({ kind: 'ok' as const, value }), (error: unknown) => ({ kind: 'error' as const, error }));
-    // A body that ignores its signal is not waited for: the outcome is recorded when the signal fires.
-    const first = await Promise.race([settled, aborted]);
-    if (timer) clearTimeout(timer);
-    if (first.kind === 'aborted') {
-      const reason = first.reason;
-      const what = reason === 'timeout' ? `timed out after ${job.timeoutMs}ms` : reason === 'shutdown' ? 'interrupted by shutdown' : 'lease lost';
-      return { status: STATUS_ON_ABORT[reason] ?? 'failed', error: what, reason };
-    }
-    if (first.kind === 'error') {
-      const err = first.error;
-      return {
-        status: 'failed',
-        error: errorMessage(err) || String(err),
-        errorStack: err instanceof Error ? (err.stack ?? null) : null,
-      };
-    }
-    return { status: 'succeeded', result: first.value === undefined ? null : first.value };
   }
 
   /**

@@ -124,6 +124,20 @@ const migrations: Migration[] = [
     },
   },
   {
+    // Why a body's result was not stored as returned (over maxResultSize, not JSON-serialisable).
+    name: '0004_result_note',
+    async up(knex) {
+      await knex.schema.alterTable(RUNS_TABLE, (t) => {
+        t.text('result_note').nullable();
+      });
+    },
+    async down(knex) {
+      await knex.schema.alterTable(RUNS_TABLE, (t) => {
+        t.dropColumn('result_note');
+      });
+    },
+  },
+  {
     // The claim instant apart from the body's start (started_at, now written with the outcome), so that
     // durations exclude the claim-ahead. Nullable: rows written before it keep started_at alone.
     name: '0005_claimed_at',

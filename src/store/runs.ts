@@ -4,8 +4,8 @@
  */
 import type { Knex } from 'knex';
 import type { StoreConfig } from '../config/config.js';
-import { errorMessage } from '../errors.js';
 import { decideEnd } from '../run/owed.js';
+import { DEFAULT_MAX_RESULT_BYTES, serialiseResult } from '../run/outcome.js';
 import { Database, leaseQueryTimeout } from './database.js';
 import { RUNS_TABLE } from './migrations.js';
 import type {
@@ -35,6 +35,7 @@ interface Row {
   finished_at: number | string | null;
   duration_ms: number | string | null;
   result: string | null;
+  result_note?: string | null;
   error: string | null;
   error_stack: string | null;
 }
@@ -69,25 +70,23 @@ function toRecord(row: Row): RunRecord {
     heartbeatAt: date(row.heartbeat_at),
     leaseMs: Number(row.lease_ms),
     result,
+    resultNote: row.result_note ?? null,
     error: row.error,
     errorStack: row.error_stack,
   };
 }
 
-/** A stored result larger than this is replaced by a note (MySQL mediumtext holds 16 MB). */
-const MAX_RESULT_BYTES = 1_000_000;
-
-function serialiseResult(value: unknown): string | null {
-  if (value === undefined) return null;
-  let json: string | undefined;
-  try {
-    json = JSON.stringify(value);
-  } catch (err) {
-    return JSON.stringify({ unserialisable: errorMessage(err) });
-  }
-  if (json === undefined) return null;
-  const bytes = Buffer.byteLength(json, 'utf8');
-  return bytes > MAX_RESULT_BYTES ? JSON.stringify({ unstored: `result of ${bytes} bytes is over the ${MAX_RESULT_BYTES}-byte limit` }) : json;
+/**
+ * The result and result_note columns. The executor serialises the result with the configured
+ * `maxResultSize` (and logs a warning when it cannot be stored); an outcome without `resultJson`
+ * (written by other code) is serialised here with the default limit. A result over the limit or
+ * that JSON cannot represent is stored as NULL with a note saying why (MySQL's MEDIUMTEXT holds 16 MB).
+ */
+function resultColumns(outcome: RunOutcome): { result: string | null; result_note: string | null } {
+  const stored = outcome.resultJson !== undefined
+    ? { json: outcome.resultJson, note: null }
+    : serialiseResult(outcome.result, DEFAULT_MAX_RESULT_BYTES);
+  return { result: stored.json, result_note: storableText(outcome.resultNote ?? stored.note) };
 }
 
 /** Under MySQL's TEXT limit (65,535 bytes), with room for the truncation note. */
@@ -205,7 +204,7 @@ export class KnexRunStore implements RunStore {
       ...(body
         ? { started_at: ago(body.started), finished_at: ago(body.ended), duration_ms: Math.max(0, Math.round(body.started - body.ended)) }
         : { finished_at: this.db.nowRaw(), duration_ms: this.knex.raw(`${this.db.dialect.nowMs} - started_at`) }),
-      result: serialiseResult(outcome.result),
+      ...resultColumns(outcome),
       error: storableText(outcome.error),
       error_stack: storableText(outcome.errorStack),
       reason: outcome.reason === null || outcome.reason === undefined ? null : storableText(outcome.reason)!.slice(0, 200),

@@ -44,6 +44,8 @@ export interface RunRecord {
   heartbeatAt: Date | null;
   leaseMs: number;
   result: unknown;
+  /** Why the body's result was not stored as returned (over `maxResultSize`, not JSON-serialisable); null otherwise. */
+  resultNote: string | null;
   error: string | null;
   errorStack: string | null;
 }
@@ -71,6 +73,13 @@ export interface SkippedRun {
 export interface RunOutcome {
   status: FinalStatus;
   result?: unknown;
+  /**
+   * The result as JSON, already checked against the size limit (the executor's); when absent, `result`
+   * is serialised by the store with the default limit (1 MB).
+   */
+  resultJson?: string | null;
+  /** Why the result was not stored as returned. */
+  resultNote?: string | null;
   error?: string | null;
   errorStack?: string | null;
   reason?: string | null;

@@ -1,0 +1,130 @@
+/**
+ * One run of a job body, inline or in a worker, to its outcome: builds `ctx`, arms `timeout`, and
+ * races the body against `ctx.signal`. A body that ignores its signal is not waited for: the outcome
+ * is recorded when the signal fires (an inline body is left to finish in the background; a worker
+ * body is terminated after a short grace). What the body returned is stored as JSON up to
+ * `maxResultBytes` (otherwise a `resultNote` says why not, and a warning is logged); what it threw is
+ * stored with its message and stack, or, for a non-Error, as its JSON and type.
+ */
+import { resolve } from 'node:path';
+import type { AbortReason, Job, JobContext } from '../jobs/types.js';
+import type { Logger } from '../log.js';
+import type { RunOutcome, RunRecord } from '../store/types.js';
+import { describeThrown, serialiseResult } from './outcome.js';
+import { runInWorker } from './isolation/worker-body.js';
+import type { LoopWatchdog } from './isolation/watchdog.js';
+
+export const STATUS_ON_ABORT: Record<AbortReason, RunOutcome['status']> = {
+  timeout: 'timed_out',
+  shutdown: 'interrupted',
+  'lease-lost': 'abandoned',
+};
+
+export interface BodyRun {
+  job: Job;
+  run: RunRecord;
+  nodeId: string;
+  controller: AbortController;
+  dryRun: boolean;
+  /** The run's logger (bound to job, period, run id, attempt); ctx.log. */
+  log: Logger;
+  maxResultBytes: number;
+  /** Names the inline bodies that block the event loop. */
+  watchdog?: LoopWatchdog;
+  /** Worker bodies: how long after the abort a body that has not settled is terminated. */
+  workerGraceMs?: number;
+  /** The same after a 'lease-lost' abort (shorter: the worker must be gone before the lease runs out in the store). */
+  leaseLostGraceMs?: number;
+}
+
+type Settled =
+  | { kind: 'ok'; json: string | null; note: string | null; value: () => unknown }
+  | { kind: 'error'; error: string; errorStack: string | null };
+
+export async function runBody(b: BodyRun): Promise<RunOutcome> {
+  const { job, run, controller, log } = b;
+  const isolation = job.isolation ?? 'inline';
+  const timer = job.timeoutMs ? setTimeout(() => controller.abort('timeout'), job.timeoutMs) : undefined;
+  timer?.unref();
+  const aborted = new Promise<{ kind: 'aborted'; reason: AbortReason }>((resolve) => {
+    const onAbort = () => resolve({ kind: 'aborted', reason: controller.signal.reason as AbortReason });
+    if (controller.signal.aborted) onAbort();
+    else controller.signal.addEventListener('abort', onAbort, { once: true });
+  });
+  log.info({ trigger: run.trigger, scheduledAt: run.scheduledAt.toISOString(), ...(isolation === 'worker' ? { isolation } : {}) }, 'run started');
+  const settled = isolation === 'worker' ? inWorker(b) : inline(b);
+  // A body that ignores its signal is not waited for: the outcome is recorded when the signal fires.
+  const first = await Promise.race([settled, aborted]);
+  if (timer) clearTimeout(timer);
+  if (first.kind === 'aborted') {
+    const reason = first.reason;
+    const what = reason === 'timeout' ? `timed out after ${job.timeoutMs}ms` : reason === 'shutdown' ? 'interrupted by shutdown' : 'lease lost';
+    return { status: STATUS_ON_ABORT[reason] ?? 'failed', error: what, reason };
+  }
+  if (first.kind === 'error') return { status: 'failed', error: first.error, errorStack: first.errorStack };
+  if (first.note) log.warn({ resultNote: first.note }, first.note);
+  return { status: 'succeeded', result: first.json === null ? null : first.value(), resultJson: first.json, resultNote: first.note };
+}
+
+function inline(b: BodyRun): Promise<Settled> {
+  const { job, run } = b;
+  const ctx: JobContext = {
+    job: job.name,
+    scheduledAt: new Date(run.scheduledAt.getTime()),
+    periodKey: run.periodKey,
+    runId: run.id,
+    attempt: run.attempt,
+    trigger: run.trigger,
+    nodeId: b.nodeId,
+    signal: b.controller.signal,
+    log: b.log,
+    dryRun: b.dryRun,
+  };
+  return Promise.resolve()
+    .then(() => {
+      const watched = b.watchdog?.enter({ job: job.name, periodKey: run.periodKey, runId: run.id });
+      let result: unknown;
+      try {
+        result = job.run(ctx);
+      } catch (err) {
+        watched?.returned();
+        watched?.ended();
+        throw err;
+      }
+      watched?.returned();
+      return Promise.resolve(result).finally(() => watched?.ended());
+    })
+    .then(
+      (value): Settled => {
+        const { json, note } = serialiseResult(value, b.maxResultBytes);
+        return { kind: 'ok', json, note, value: () => value };
+      },
+      (error: unknown): Settled => ({ kind: 'error', ...describeThrown(error) }),
+    );
+}
+
+async function inWorker(b: BodyRun): Promise<Settled> {
+  const { job, run } = b;
+  const settled = await runInWorker({
+    start: {
+      file: resolve(job.path ?? job.file),
+      job: job.name,
+      scheduledAt: run.scheduledAt.getTime(),
+      periodKey: run.periodKey,
+      runId: run.id,
+      attempt: run.attempt,
+      trigger: run.trigger,
+      nodeId: b.nodeId,
+      dryRun: b.dryRun,
+      log: { level: b.log.level, bindings: b.log.bindings() },
+      maxResultBytes: b.maxResultBytes,
+    },
+    log: b.log,
+    signal: b.controller.signal,
+    graceMs: b.workerGraceMs,
+    leaseLostGraceMs: b.leaseLostGraceMs,
+  });
+  if (settled.kind === 'error') return settled;
+  const json = settled.json;
+  return { kind: 'ok', json, note: settled.note, value: () => (json === null ? null : JSON.parse(json)) };
+}

@@ -1,0 +1,38 @@
+/**
+ * The messages between the scheduler and the worker that runs an `isolation: 'worker'` body. The
+ * same entry serves a worker thread (workerData, parentPort) and a child process (IPC; measured by
+ * bench/isolation.mjs, not offered as a setting).
+ */
+import type { AbortReason, Trigger } from '../../jobs/types.js';
+
+/** What the worker needs to load the job file and build ctx. */
+export interface WorkerStart {
+  /** The job file to import (absolute). */
+  file: string;
+  job: string;
+  /** Epoch ms of ctx.scheduledAt. */
+  scheduledAt: number;
+  periodKey: string;
+  runId: string;
+  attempt: number;
+  trigger: Trigger;
+  nodeId: string;
+  dryRun: boolean;
+  /** ctx.log: a pino logger at this level with these bindings (the parent's run logger's). */
+  log: { level: string; bindings: Record<string, unknown> };
+  maxResultBytes: number;
+}
+
+export type ToWorker =
+  | { type: 'start'; start: WorkerStart }
+  | { type: 'abort'; reason: AbortReason };
+
+export type FromWorker =
+  /** A log line, formatted by the worker's pino exactly as the parent's would be; the parent writes it to its own stream. */
+  | { type: 'log'; line: string }
+  /** The job module is loaded and run(ctx) is being called. */
+  | { type: 'running' }
+  /** The body called process.exit(code): the worker ends next. */
+  | { type: 'exit-called'; code: number | string | null }
+  | { type: 'done'; ok: true; json: string | null; note: string | null }
+  | { type: 'done'; ok: false; error: string; errorStack: string | null };
