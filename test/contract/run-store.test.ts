@@ -656,6 +656,27 @@ export function describeRunStore(backend: Backend): void {
       expect(rows[0]!.finishedAt).not.toBeNull();
     });
 
+    it("endAttempt with the body's timing: startedAt and finishedAt are the body's own instants on the store's clock, durationMs its length; claimedAt stays the claim", async () => {
+      for (const status of ['succeeded', 'failed'] as const) {
+        const job = `end-timing-${status}-${uid()}`;
+        const at = new Date(BASE);
+        const run = await running(job, at);
+        // (PostgreSQL's clock_timestamp() moves within a statement: the two stamps may differ by a millisecond.)
+        expect(Math.abs(run.claimedAt!.getTime() - run.startedAt.getTime())).toBeLessThanOrEqual(1);
+        const before = await store.now();
+        // The body started 900 ms and ended 200 ms before this write was sent (the node's monotonic clock).
+        const res = await store.endAttempt(run, 'node-a', { status, error: status === 'failed' ? 'x' : null, bodyMsAgo: { started: 900, ended: 200 } }, POLICY);
+        const after = await store.now();
+        expect(res.written).toBe(true);
+        const row = (await store.periodRuns(job, at))[0]!;
+        expect(row.durationMs).toBe(700);
+        expect(row.startedAt.getTime()).toBeGreaterThanOrEqual(before - 900 - 1);
+        expect(row.startedAt.getTime()).toBeLessThanOrEqual(after - 900 + 1);
+        expect(row.finishedAt!.getTime() - row.startedAt.getTime()).toBe(700);
+        expect(row.claimedAt?.getTime()).toBe(run.claimedAt?.getTime());
+      }
+    });
+
     it('endAttempt: failed with retries left writes failed and attempt n + 1 pending at store now + retryDelay, same job, period, trigger and lease', async () => {
       const job = `end-retry-${uid()}`;
       const at = new Date(BASE + MINUTE);

@@ -63,6 +63,7 @@ export interface HistoryRun {
   reason: string | null;
   nodeId: string;
   /** Null for a pending attempt (not started). */
+  claimedAt?: string | null;
   startedAt: string | null;
   /** A pending attempt is due at this instant. */
   runAt: string | null;

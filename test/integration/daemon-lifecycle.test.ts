@@ -3,48 +3,15 @@
  * period, or interrupted past it), broken job files and misbehaving bodies beside good jobs, and a
  * store or Redis quorum that cannot be reached at start.
  */
-import { afterEach, describe, expect, it } from 'vitest';
-import { Daemon, runCli, type CliResult } from '../helpers/cli.js';
+import { describe, expect, it } from 'vitest';
+import { runCli, type CliResult } from '../helpers/cli.js';
 import { jobSource, type Effect } from '../helpers/job-sources.js';
 import { freePort, waitFor } from '../helpers/redis.js';
-import { Workspace, type HistoryRun } from '../helpers/workspace.js';
+import { singleNode } from '../helpers/single-node.js';
+import type { Workspace } from '../helpers/workspace.js';
 import { waitForLog } from './cluster-scenario.js';
 
-const cleanups: Array<() => Promise<void> | void> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
-
-function workspace(): Workspace {
-  const ws = new Workspace('cron-daemon-');
-  cleanups.push(() => ws.cleanup());
-  return ws;
-}
-
-function envOf(ws: Workspace, extra: Record<string, string> = {}): Record<string, string> {
-  return {
-    SCHEDULER_STORE: ws.sqliteStore(),
-    SCHEDULER_JOBS_DIR: ws.jobsDir,
-    SCHEDULER_NODE_ID: 'lifecycle-node',
-    SCHEDULER_LOG_LEVEL: 'info',
-    SIDE_EFFECTS: ws.path('effects.jsonl'),
-    ...extra,
-  };
-}
-
-function start(ws: Workspace, extra: Record<string, string> = {}): Daemon {
-  const d = new Daemon([], { cwd: ws.dir, env: envOf(ws, extra) });
-  cleanups.push(async () => {
-    await d.stop('SIGKILL', 5000);
-  });
-  return d;
-}
-
-async function history(ws: Workspace, ...args: string[]): Promise<HistoryRun[]> {
-  const r = await runCli(['history', '--json', '--limit', '1000', ...args], { cwd: ws.dir, env: envOf(ws) });
-  expect(r.code, r.stderr).toBe(0);
-  return JSON.parse(r.stdout) as HistoryRun[];
-}
+const { workspace, envOf, start, history } = singleNode('cron-daemon-', 'lifecycle-node');
 
 const effects = (ws: Workspace, event = 'start') => ws.records<Effect>('effects.jsonl').filter((e) => e.event === event);
 
