@@ -61,7 +61,7 @@ Examples:
       if (options.period !== undefined) {
         // The form now (exit 2 before any server is asked); whether it is later than now is judged by
         // the store's clock once it answers (below), by this machine's for a dry run.
-        period = parsePeriod(selected[0]!, options.period, options.dryRun ? new Date() : new Date(8.64e15));
+        period = parsePeriod(selected[0]!, options.period, options.dryRun ? new Date() : undefined);
       }
       const report: Report = { runs: [], notRun: [], invalid };
       if (options.dryRun) {

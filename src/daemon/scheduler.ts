@@ -91,9 +91,10 @@ export class Scheduler {
     this.arm();
     // Sweeps run half a second off the whole seconds, where ticks of most schedules fall.
     const phase = (SWEEP_EVERY_MS + 500 - (this.now().getTime() % SWEEP_EVERY_MS)) % SWEEP_EVERY_MS;
+    // Tracked: a sweep in progress at a shutdown may still start claims, which the shutdown waits for.
     this.sweepStart = setTimeout(() => {
-      void this.sweep();
-      this.sweeper = setInterval(() => void this.sweep(), SWEEP_EVERY_MS);
+      this.track(this.sweep());
+      this.sweeper = setInterval(() => this.track(this.sweep()), SWEEP_EVERY_MS);
     }, phase);
   }
 
@@ -199,28 +200,33 @@ export class Scheduler {
     runner.stop();
     log.info({ inFlight: executor.size, graceMs }, 'stopping: no new claims; waiting for in-flight runs');
     let forced = false;
-    const graceOver = new Promise<'grace'>((resolve) => {
-      this.forceStop = () => {
-        forced = true;
-        resolve('grace');
-      };
-      setTimeout(() => resolve('grace'), graceMs).unref();
-    });
-    // Everything started before the signal: claims in flight, attempts, catch-ups.
-    const settled = async () => {
-      await Promise.allSettled([...this.tracked]);
-      await executor.drain();
+    let wakeForced = () => {};
+    const forcedNow = new Promise<void>((resolve) => (wakeForced = resolve));
+    this.forceStop = () => {
+      forced = true;
+      executor.limitWrites(0);
+      wakeForced();
     };
-    const finished = settled().then(() => 'drained' as const);
-    if ((await Promise.race([finished, graceOver])) === 'grace') {
+    // Everything started before the signal, and what it starts in turn: sweeps and ticks in progress,
+    // their claims, the attempts they won.
+    const settled = async () => {
+      while (this.tracked.size > 0 || executor.size > 0) {
+        await Promise.allSettled([...this.tracked]);
+        await executor.drain();
+      }
+    };
+    const finished = settled();
+    const inGrace = await Promise.race([finished.then(() => true), sleep(graceMs).then(() => false), forcedNow.then(() => false)]);
+    if (!inGrace) {
       if (!forced) log.warn({ inFlight: executor.size }, 'grace period over: interrupting in-flight runs');
       executor.abortAll('shutdown');
       executor.limitWrites(forced ? 0 : undefined);
-      this.forceStop = () => executor.limitWrites(0);
-      // Bounded: each outcome write gives up at its deadline; the longest lease bounds the wait.
+      // Bounded: each outcome write gives up at its deadline (its job's lockTtl; at once after a second signal).
       const longest = Math.max(0, ...this.states.map((st) => st.job.lockTtlMs));
-      await Promise.race([finished, sleep(forced ? 500 : longest + 500)]);
+      await Promise.race([finished, sleep(longest + 500), forcedNow.then(() => sleep(500))]);
     }
+    // Whatever is still on its way (a claim that wins from now on) starts aborted, and is recorded so.
+    executor.abortAll('shutdown');
     // The catch-up anchors, if the store answers soon: the next start reads the periods again anyway.
     await Promise.race([this.options.reconciler.flush(true).catch(() => {}), sleep(forced ? 0 : 1000)]);
   }

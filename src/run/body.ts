@@ -11,7 +11,7 @@ import type { AbortReason, Job, JobContext } from '../jobs/types.js';
 import type { Logger } from '../log.js';
 import type { RunOutcome, RunRecord } from '../store/types.js';
 import { describeThrown, serialiseResult } from './outcome.js';
-import { runInWorker } from './isolation/worker-body.js';
+import { DEFAULT_WORKER_GRACE_MS, runInWorker } from './isolation/worker-body.js';
 import type { LoopWatchdog } from './isolation/watchdog.js';
 
 export const STATUS_ON_ABORT: Record<AbortReason, RunOutcome['status']> = {
@@ -57,6 +57,14 @@ export async function runBody(b: BodyRun): Promise<RunOutcome> {
   const first = await Promise.race([settled, aborted]);
   if (timer) clearTimeout(timer);
   if (first.kind === 'aborted') {
+    if (isolation === 'worker') {
+      // The worker is gone before the outcome is written: the outcome owes the next attempt (at once
+      // after a shutdown), which another node may start. Bounded by the worker's grace; the timer is
+      // ref'd so that a one-shot command does not end while it waits.
+      let bound: NodeJS.Timeout | undefined;
+      await Promise.race([settled, new Promise((r) => (bound = setTimeout(r, (b.workerGraceMs ?? DEFAULT_WORKER_GRACE_MS) + 1000)))]);
+      clearTimeout(bound);
+    }
     const reason = first.reason;
     const what = reason === 'timeout' ? `timed out after ${job.timeoutMs}ms` : reason === 'shutdown' ? 'interrupted by shutdown' : 'lease lost';
     return { status: STATUS_ON_ABORT[reason] ?? 'failed', error: what, reason };

@@ -27,6 +27,15 @@ export async function runPass(rt: Runtime, jobs: Job[]): Promise<PeriodResult[]>
   const reconciled = await rt.reconciler.reconcile(jobs, { upTo: now, now, followOwed: true });
   const results = [...(await Promise.all(owed)), ...(await Promise.all(reconciled.ran)).flat()];
   await rt.reconciler.flush(true);
+  // An attempt of this pass that lost its lease wrote no outcome (its row is no longer provably this
+  // process's): once its lease has run out by the store's clock, the pass takes it over like any
+  // node's sweep would, and runs the attempt it owes, rather than leave the period to the next pass.
+  const lapsed = results.flatMap((r) => r.attempts).filter((a) => !a.recorded && a.status === 'abandoned');
+  if (lapsed.length > 0) {
+    const waitMs = Math.max(...lapsed.map((a) => byName.get(a.job)?.lockTtlMs ?? 0)) + 1500;
+    await new Promise((r) => setTimeout(r, waitMs));
+    results.push(...(await Promise.all(await rt.takeover.sweep(byName, { followOwed: true }))));
+  }
   return results;
 }
 
@@ -45,8 +54,11 @@ export async function dryRunPass(rt: Pick<Runtime, 'store' | 'jobStore'>, execut
   return out;
 }
 
-/** A --period instant: an ISO instant that is a period of the job, not later than now. */
-export function parsePeriod(job: Job, text: string, now = new Date()): Date {
+/**
+ * A --period instant: an ISO instant that is a period of the job, and, when `now` is given, not later
+ * than now (by the store's clock, once it can be read; see run-once).
+ */
+export function parsePeriod(job: Job, text: string, now?: Date): Date {
   const instant = new Date(text);
   if (!/^\d{4}-\d{2}-\d{2}T/.test(text) || Number.isNaN(instant.getTime())) {
     throw new SchedulerError('E_USAGE', `invalid --period ${text}: expected an ISO-8601 instant such as 2026-11-30T18:00:00.000Z`);
@@ -57,7 +69,7 @@ export function parsePeriod(job: Job, text: string, now = new Date()): Date {
     throw new SchedulerError('E_NOT_A_PERIOD',
       `--period ${instant.toISOString()} is not a period of job '${job.name}' (${job.schedule.expression}, ${job.timezone}); nearest periods: before ${before?.toISOString() ?? 'none'}, after ${after?.toISOString() ?? 'none'}`);
   }
-  if (instant.getTime() > now.getTime()) {
+  if (now && instant.getTime() > now.getTime()) {
     // Run now, it would take the real period's row: the period would then never run at its time.
     const latest = latestPeriodAtOrBefore(job.schedule, now);
     const next = nextPeriodAfter(job.schedule, now);

@@ -15,6 +15,8 @@ import { MIGRATIONS_TABLE, migrationSource } from './migrations.js';
 
 /** How long a node waits for another node's migration before giving up. */
 const MIGRATION_LOCK_WAIT_MS = 120_000;
+/** A migration's statements (an index built over a large table) may take this long. */
+const MIGRATION_STATEMENT_TIMEOUT_MS = 6 * 3600_000;
 
 /** A statement with no lease at stake that has not answered in this time counts as a store that does not answer. */
 export const QUERY_TIMEOUT_MS = 10_000;
@@ -121,24 +123,12 @@ export class Database {
   }
 
   /**
-   * Runs `fn` with every statement it sends bounded by `ms` (see leaseQueryTimeout), and the whole
-   * of it (a connection to make first, a transaction's few statements) by three times that.
+   * Runs `fn` with every statement it sends bounded by `ms` (see leaseQueryTimeout). Waiting for a
+   * connection is bounded by the pool's own acquire timeout (and connecting by the driver's): the call
+   * is not abandoned while a statement of it may still commit.
    */
   withTimeout<T>(ms: number, fn: () => Promise<T>): Promise<T> {
-    return new Promise<T>((resolve, reject) => {
-      const timer = setTimeout(() => {
-        const err = new Error(`no answer within ${3 * ms} ms (connecting, or a transaction's statements)`);
-        err.name = 'KnexTimeoutError';
-        reject(err);
-      }, 3 * ms);
-      timeouts.run(ms, fn).then((value) => {
-        clearTimeout(timer);
-        resolve(value);
-      }, (err: unknown) => {
-        clearTimeout(timer);
-        reject(err);
-      });
-    });
+    return timeouts.run(ms, fn);
   }
 
   /** The store's clock as an SQL expression (epoch ms), for values the store writes itself. */
@@ -202,7 +192,8 @@ export class Database {
   /** Creates or upgrades the tables; safe when several nodes call it at once. */
   async migrate(): Promise<void> {
     const config = { tableName: MIGRATIONS_TABLE, migrationSource };
-    await this.wrap('migrate', () => this.dialect.withAdvisoryLock(this.knex, 'migrate', MIGRATION_LOCK_WAIT_MS, () =>
+    // An index built on a table of millions of rows takes minutes, not the 10 s of other statements.
+    await this.wrap('migrate', () => timeouts.run(MIGRATION_STATEMENT_TIMEOUT_MS, () => this.dialect.withAdvisoryLock(this.knex, 'migrate', MIGRATION_LOCK_WAIT_MS, () =>
       retryWhileLocked(async () => {
         try {
           return await this.knex.migrate.latest(config);
@@ -212,7 +203,7 @@ export class Database {
           if (this.kind !== 'sqlite' && /already locked/i.test(errorMessage(err))) await this.knex.migrate.forceFreeMigrationsLock(config);
           throw err;
         }
-      })));
+      }))));
   }
 
   async close(): Promise<void> {

@@ -72,9 +72,19 @@ export class StoreClock {
     if (!this.sample) return this.reading();
     for (let i = 0; i < initial; i++) await this.take();
     const r = this.reading();
-    this.log.info({ clockOffsetMs: r.offsetMs, rttMs: r.rttMs }, 'clock offset to the store measured: periods fire by the store\'s clock');
-    this.check();
-    this.timer = setInterval(() => void this.take().then(() => this.check()), SAMPLE_EVERY_MS);
+    if (r.samples === 0) {
+      this.log.warn("the store's clock could not be sampled at start: periods fire by this node's clock until a sample succeeds (every 5 s)");
+    } else {
+      this.log.info({ clockOffsetMs: r.offsetMs, rttMs: r.rttMs }, 'clock offset to the store measured: periods fire by the store\'s clock');
+      this.check();
+    }
+    this.timer = setInterval(() => {
+      const had = this.kept.length > 0;
+      void this.take().then(() => {
+        if (!had && this.kept.length > 0) this.log.info({ clockOffsetMs: this.reading().offsetMs, rttMs: this.reading().rttMs }, 'clock offset to the store measured: periods fire by the store\'s clock');
+        this.check();
+      });
+    }, SAMPLE_EVERY_MS);
     this.timer.unref();
     return r;
   }

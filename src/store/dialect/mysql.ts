@@ -163,7 +163,10 @@ export function mysqlDialect(): Dialect {
     classify: classifyMysql,
 
     destroyConnection(connection) {
-      (connection as { destroy?: () => void } | null)?.destroy?.();
+      // mysql2's destroy() only ends the stream (a FIN a black hole never answers): destroy the socket.
+      const c = connection as { stream?: { destroy?: () => void }; destroy?: () => void } | null;
+      c?.stream?.destroy?.();
+      c?.destroy?.();
     },
 
     ...sessionLocks(tryLock, unlock),
