@@ -61,8 +61,8 @@ describe("isolation: 'worker'", () => {
     expect(finishedAt - Date.parse(spin!.startedAt!), 'recorded within 3 s of the claim').toBeLessThanOrEqual(3000);
     expect(finishedAt - spinStart.at, 'recorded within 3 s of the body start').toBeLessThanOrEqual(3000);
 
-    // The worker is terminated one grace second later: the process stops burning a core.
-    await waitForLog(d, 'the worker to be terminated', 'the body did not end within 1000 ms of its signal (timeout): terminating its worker', 15_000);
+    // The worker is terminated half a second after its timeout: the process stops burning a core.
+    await waitForLog(d, 'the worker to be terminated', 'the body did not end within 500 ms of its signal (timeout): terminating its worker', 15_000);
     const pid = d.proc.pid!;
     const cpuBefore = cpuMs(pid);
     const wallBefore = Date.now();
@@ -150,7 +150,7 @@ describe("isolation: 'worker'", () => {
     expect(v.stdout + v.stderr).toContain(`typo.mjs: field 'isolation' = "process": expected 'inline' or 'worker'`);
   });
 
-  it('a worker body that ignores its timeout is terminated after the grace second: its side effects stop, the node goes on', async () => {
+  it('a worker body that ignores its timeout is terminated half a second after its timeout: its side effects stop, the node goes on', async () => {
     const ws = workspace();
     ws.writeJob('tick.mjs', jobSource(`schedule: '* * * * * *', catchUp: '5s',`));
     // Ignores ctx.signal: keeps writing every 100 ms.
@@ -158,7 +158,7 @@ describe("isolation: 'worker'", () => {
       `setInterval(() => record(ctx, 'still-running'), 100); await new Promise(() => {});`));
     const d = start(ws);
     await waitForLog(d, 'the daemon to schedule', 'scheduler started');
-    const killed = await waitForLog(d, 'the worker to be terminated', 'the body did not end within 1000 ms of its signal (timeout): terminating its worker', 90_000);
+    const killed = await waitForLog(d, 'the worker to be terminated', 'the body did not end within 500 ms of its signal (timeout): terminating its worker', 90_000);
     const killedAt = Date.parse(String(killed.time));
     expect(effects(ws, 'still-running').length).toBeGreaterThan(5);
     await waitFor('three more ticks', () => effects(ws).filter((e) => e.job === 'tick' && e.at > killedAt + 200).length >= 3, 20_000);

@@ -25,6 +25,8 @@ export const WORKER_ENTRY = fileURLToPath(new URL('./worker-entry.js', import.me
 
 /** How long a worker body may take to settle after its signal aborted before it is terminated. */
 export const DEFAULT_WORKER_GRACE_MS = 1000;
+/** The same after its timeout. */
+export const TIMEOUT_GRACE_MS = 500;
 
 export type IsolationMode = 'thread' | 'process';
 
@@ -109,7 +111,10 @@ export function runInWorker(spec: WorkerBodySpec): Promise<WorkerSettled> {
 
     function onAbort() {
       const reason = signal.reason as AbortReason;
-      const graceMs = reason === 'lease-lost' ? Math.min(defaultGraceMs, spec.leaseLostGraceMs ?? defaultGraceMs) : defaultGraceMs;
+      // After a timeout, half a second: the outcome waits for the worker to be gone, and a timeout is
+      // a deadline the body has already had.
+      const graceMs = reason === 'lease-lost' ? Math.min(defaultGraceMs, spec.leaseLostGraceMs ?? defaultGraceMs)
+        : reason === 'timeout' ? Math.min(defaultGraceMs, TIMEOUT_GRACE_MS) : defaultGraceMs;
       handle.post({ type: 'abort', reason });
       // From here on the outcome is recorded by the caller; the worker must not keep the node alive.
       handle.unref();
