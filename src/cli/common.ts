@@ -19,6 +19,8 @@ export interface CommonOptions {
   loadTimeout?: string;
   isolation?: string;
   maxResultSize?: string;
+  /** Only `run` has the flag. */
+  http?: string;
   json?: boolean;
 }
 
@@ -45,7 +47,8 @@ export function configFrom(options: CommonOptions, extra: ConfigFlags = {}): Con
       config: options.config, jobsDir: options.jobs, store: options.store, redis: options.redis,
       redisPrefix: options.redisPrefix, nodeId: options.nodeId, timezone: options.timezone,
       logLevel: options.logLevel, gracePeriod: options.gracePeriod, retention: options.retention,
-      loadTimeout: options.loadTimeout, isolation: options.isolation, maxResultSize: options.maxResultSize, ...extra,
+      loadTimeout: options.loadTimeout, isolation: options.isolation, maxResultSize: options.maxResultSize,
+      http: options.http, ...extra,
     },
   });
 }
@@ -75,9 +78,25 @@ export function print(json: boolean | undefined, doc: unknown, text: () => strin
 }
 
 
+/** The most `-n` (next, list) may ask for. */
+export const MAX_COUNT = 100_000;
+
+/**
+ * A count flag (`-n`, `--limit`): a whole number from 1 to `max`, else bad usage (exit 2) in one line.
+ */
+export function parseCount(flag: string, value: string, max = MAX_COUNT): number {
+  const text = String(value).trim();
+  const n = /^\d+$/.test(text) ? Number(text) : Number.NaN;
+  if (!Number.isSafeInteger(n) || n < 1 || n > max) {
+    throw new SchedulerError('E_USAGE', `invalid ${flag} ${value}: expected a whole number from 1 to ${max}`);
+  }
+  return n;
+}
+
 /** Pads columns for text tables. */
 export function table(rows: string[][]): string {
   if (rows.length === 0) return '';
-  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length)));
+  // A loop, not Math.max(...column): `next -n 100000` makes tables too tall for spread arguments.
+  const widths = rows[0]!.map((_, i) => rows.reduce((w, r) => Math.max(w, (r[i] ?? '').length), 0));
   return rows.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]!))).join('  ')).join('\n');
 }

@@ -3,17 +3,19 @@ import { openStore } from '../runtime.js';
 import { nextPeriods } from '../time/schedule.js';
 import { formatDuration } from '../time/duration.js';
 import { EXIT } from './exit.js';
-import { jobsOf, print, setup, table, withCommonOptions, type CommonOptions } from './common.js';
+import { MAX_COUNT, jobsOf, parseCount, print, setup, table, withCommonOptions, type CommonOptions } from './common.js';
 import { runView } from './views.js';
 
 export function listCommand(program: Command): void {
   withCommonOptions(program.command('list'))
     .description('every job: schedule, time zone, next runs, last run and its status; invalid files with their error')
-    .option('-n, --count <n>', 'how many next periods per job', '3')
-    .action(async (options: CommonOptions & { count: string }) => {
+    .option('-n, --count <n>', `how many next periods per job (1 to ${MAX_COUNT}; the table shows the first unless -n is given)`, '3')
+    .action(async (options: CommonOptions & { count: string }, cmd: Command) => {
+      const count = parseCount('-n', options.count);
+      // The table shows one next period per job, or all of them when -n was asked for.
+      const allInTable = cmd.getOptionValueSource('count') === 'cli';
       const { config } = setup(options);
       const { jobs, invalid } = await jobsOf(config);
-      const count = Math.max(1, Math.min(100, Number(options.count) || 3));
       const store = await openStore(config);
       let last;
       try {
@@ -43,7 +45,7 @@ export function listCommand(program: Command): void {
         const rows = [['JOB', 'SCHEDULE', 'TIMEZONE', 'NEXT', 'LAST RUN', 'STATUS', 'OPTIONS']];
         for (const v of views) {
           rows.push([
-            v.name, v.schedule, v.timezone, v.enabled ? (v.next[0] ?? '-') : 'disabled',
+            v.name, v.schedule, v.timezone, v.enabled ? ((allInTable ? v.next.join(', ') : v.next[0]) || '-') : 'disabled',
             v.lastRun ? v.lastRun.scheduledAt : '-', v.lastRun ? v.lastRun.status : '-',
             `overlap=${v.overlap} catchUp=${formatDuration(v.catchUpMs)}${v.retries ? ` retries=${v.retries}` : ''}${v.timeoutMs ? ` timeout=${formatDuration(v.timeoutMs)}` : ''}`,
           ]);

@@ -1,31 +1,65 @@
 import type { Command } from 'commander';
 import { SchedulerError } from '../errors.js';
-import { describePeriods } from '../time/schedule.js';
-import { jobsOf, print, setup, table, withCommonOptions, type CommonOptions } from './common.js';
+import { INSTANT_EXPECTED, parseInstant } from '../time/instant.js';
+import { describePeriods, expandNickname } from '../time/schedule.js';
+import { MAX_COUNT, jobsOf, parseCount, print, setup, table, withCommonOptions, type CommonOptions } from './common.js';
 
 export function nextCommand(program: Command): void {
   withCommonOptions(program.command('next'))
     .description("the next periods of a job, in the job's zone and in UTC, flagging DST transitions")
     .argument('<job>', 'job name')
-    .option('-n, --count <n>', 'how many periods', '5')
-    .action(async (name: string, options: CommonOptions & { count: string }) => {
-      const count = Number(options.count);
-      if (!Number.isInteger(count) || count < 1 || count > 1000) {
-        throw new SchedulerError('E_USAGE', `invalid -n ${options.count}: expected a whole number from 1 to 1000`);
+    .option('-n, --count <n>', `how many periods (1 to ${MAX_COUNT})`, '5')
+    .option('--from <iso>', 'the periods after this instant instead of after now (ISO-8601 with Z or an offset)')
+    .action(async (name: string, options: CommonOptions & { count: string; from?: string }) => {
+      const count = parseCount('-n', options.count);
+      let from = new Date();
+      if (options.from !== undefined) {
+        const parsed = parseInstant(options.from);
+        if (!parsed) throw new SchedulerError('E_USAGE', `invalid --from ${options.from}: expected ${INSTANT_EXPECTED}`);
+        from = parsed;
       }
       const { config } = setup(options);
       const { jobs, invalid } = await jobsOf(config);
       const job = jobs.find((j) => j.name === name);
       if (!job) throw unknownJob(name, jobs.map((j) => j.name), invalid);
-      const periods = describePeriods(job.schedule, new Date(), count);
-      print(options.json, { job: job.name, timezone: job.timezone, schedule: job.schedule.expression, periods }, () =>
-        `${job.name}  ${job.schedule.expression}  (${job.timezone})\n` +
-        table([['LOCAL', 'UTC', 'DST'], ...periods.map((p) => [p.local, p.utc, p.dst ?? ''])]));
+      const periods = describePeriods(job.schedule, from, count);
+      const expanded = expandNickname(job.schedule.expression);
+      print(options.json, { job: job.name, timezone: job.timezone, schedule: job.schedule.expression, from: from.toISOString(), periods }, () =>
+        `${job.name}  ${job.schedule.expression}${expanded ? ` (${expanded})` : ''}  (${job.timezone})  after ${from.toISOString()}\n` +
+        (periods.length === 0 ? 'no further period' : table([['LOCAL', 'UTC', 'DST'], ...periods.map((p) => [p.local, p.utc, p.dst ?? ''])])));
     });
 }
+
+/** The known name closest to `name`, when it is close enough to be a likely typo. */
+export function closestName(name: string, known: string[]): string | undefined {
+  let best: string | undefined;
+  let bestDistance = Infinity;
+  for (const k of known) {
+    const d = editDistance(name.toLowerCase(), k.toLowerCase());
+    if (d < bestDistance) [best, bestDistance] = [k, d];
+  }
+  const allowed = Math.max(2, Math.floor(name.length / 3));
+  return best !== undefined && bestDistance <= allowed ? best : undefined;
+}
+
+function editDistance(a: string, b: string): number {
+  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const row = [i];
+    for (let j = 1; j <= b.length; j++) {
+      row[j] = Math.min(prev[j]! + 1, row[j - 1]! + 1, prev[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    }
+    prev = row;
+  }
+  return prev[b.length]!;
+}
+
+const MAX_LISTED = 20;
 
 export function unknownJob(name: string, known: string[], invalid: { file: string; problems: string[] }[]): SchedulerError {
   const broken = invalid.find((f) => f.file.replace(/^.*\//, '').replace(/\.[^.]+$/, '') === name);
   if (broken) return new SchedulerError('E_JOB_INVALID', `job '${name}' is invalid: ${broken.problems.join('; ')}`);
-  return new SchedulerError('E_UNKNOWN_JOB', `unknown job '${name}'; known jobs: ${known.join(', ') || '(none)'}`);
+  const closest = closestName(name, known);
+  const listed = known.length > MAX_LISTED ? `${known.slice(0, MAX_LISTED).join(', ')}, ... (${known.length - MAX_LISTED} more)` : known.join(', ');
+  return new SchedulerError('E_UNKNOWN_JOB', `unknown job '${name}'${closest ? ` (did you mean '${closest}'?)` : ''}; known jobs: ${listed || '(none)'}`);
 }

@@ -13,6 +13,7 @@ export function runCommand(program: Command): void {
   withCommonOptions(program.command('run'), { json: false })
     .description('the daemon: schedule every valid job until SIGTERM or SIGINT')
     .option('--grace-period <duration>', 'how long in-flight runs may finish after SIGTERM (SCHEDULER_GRACE_PERIOD, default 30s)')
+    .option('--http <addr>', "the HTTP server's address (planned: probes, metrics, status page): host:port or off (SCHEDULER_HTTP, default off)")
     .option('--retention <duration|off>', 'finished runs older than this are pruned in the background, hourly (SCHEDULER_RETENTION, default 30d)')
     .action(async (options: CommonOptions) => {
       const { config, log } = setup(options, 'stdout');

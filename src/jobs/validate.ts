@@ -71,7 +71,7 @@ export function validateJob(file: string, exported: unknown, defaultTimezone: st
 
   let schedule: Schedule | undefined;
   if (typeof def.schedule !== 'string' || def.schedule.trim() === '') {
-    bad('schedule', def.schedule, "a cron expression of 5 fields (minute hour day month weekday) or 6 (seconds first), such as '0 2 * * *'");
+    bad('schedule', def.schedule, "a cron expression of 5 fields (minute hour day month weekday) or 6 (seconds first), such as '0 2 * * *', or a nickname such as '@daily'");
   } else if (isValidTimezone(timezone)) {
     try {
       schedule = compileSchedule(def.schedule, timezone);

@@ -24,14 +24,45 @@ export function isValidTimezone(timezone: string): boolean {
 }
 
 /**
- * Compiles an expression (5 fields, or 6 with seconds first) in a zone. Throws an Error whose message
- * says what is wrong, without the croner prefix noise.
+ * The nicknames of Vixie cron, as croner 11 reads them (it expands them itself; the same table is
+ * kept here to validate them, say what they mean, and refuse `@reboot` and made-up ones clearly).
+ * Matched case-insensitively, like croner.
+ */
+export const NICKNAMES: Readonly<Record<string, string>> = {
+  '@yearly': '0 0 1 1 *',
+  '@annually': '0 0 1 1 *',
+  '@monthly': '0 0 1 * *',
+  '@weekly': '0 0 * * 0',
+  '@daily': '0 0 * * *',
+  '@midnight': '0 0 * * *',
+  '@hourly': '0 * * * *',
+};
+
+/** The 5-field expression a nickname stands for (`@daily` -> `0 0 * * *`); undefined for anything else. */
+export function expandNickname(expression: string): string | undefined {
+  const key = expression.trim().toLowerCase();
+  return Object.hasOwn(NICKNAMES, key) ? NICKNAMES[key] : undefined;
+}
+
+/**
+ * Compiles an expression (5 fields, or 6 with seconds first, or a nickname such as `@daily`) in a
+ * zone. Throws an Error whose message says what is wrong, without the croner prefix noise.
  */
 export function compileSchedule(expression: string, timezone: string): Schedule {
   if (!isValidTimezone(timezone)) throw new Error(`unknown time zone '${timezone}'`);
-  const fields = expression.trim().split(/\s+/).length;
-  if (fields !== 5 && fields !== 6) {
-    throw new Error(`expected 5 fields (minute hour day month weekday) or 6 (seconds first), got ${fields}`);
+  const trimmed = expression.trim();
+  if (trimmed.startsWith('@')) {
+    if (expandNickname(trimmed) === undefined) {
+      const known = `the nicknames are ${Object.keys(NICKNAMES).join(', ')}`;
+      throw new Error(trimmed.toLowerCase() === '@reboot'
+        ? `@reboot is not supported, a cluster has no single start; ${known}`
+        : `unknown nickname '${trimmed}'; ${known}`);
+    }
+  } else {
+    const fields = trimmed.split(/\s+/).length;
+    if (fields !== 5 && fields !== 6) {
+      throw new Error(`expected 5 fields (minute hour day month weekday) or 6 (seconds first), got ${fields}`);
+    }
   }
   let cron: Cron;
   try {
