@@ -4,10 +4,10 @@
  * reached at start. Needs `npm run build` first (`npm test` does it through pretest).
  */
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, symlinkSync } from 'node:fs';
+import { existsSync, mkdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BIN, cleanEnv, runCli, type CliResult } from '../helpers/cli.js';
+import { BIN, Daemon, cleanEnv, runCli, type CliResult } from '../helpers/cli.js';
 import { RedisServer, freePort } from '../helpers/redis.js';
 import {
   BROKEN_JOBS, GOOD_JOBS, MIXED_JOBS, ROOT, brokenJobsWithTsSyntaxError, copyFixture, removeTempDirs, tempDir,
@@ -29,6 +29,26 @@ function cli(args: string[], env: Record<string, string | undefined> = {}, cwd =
 /** A SQLite store in its own temporary folder. */
 function sqliteStore(): string {
   return `sqlite:${join(tempDir('cron-unit-store-'), 's.db')}`;
+}
+
+/** A jobs folder in a temporary folder holding these files (name -> source). */
+function jobsFolder(files: Record<string, string>): string {
+  const dir = join(tempDir('cron-unit-jobs-'), 'jobs');
+  mkdirSync(dir);
+  for (const [name, text] of Object.entries(files)) writeFileSync(join(dir, name), text);
+  return dir;
+}
+
+const job = (schedule: string, extra = ''): string => `export default { schedule: ${JSON.stringify(schedule)}, ${extra} run: () => 'ok' };\n`;
+
+/** The exit status and the one `scheduler: ...` line of a refusal, with nothing on stdout. */
+function refusal(r: CliResult): string {
+  expect(r.code, show(r)).toBe(2);
+  expect(r.stdout, show(r)).toBe('');
+  const all = lines(r.stderr);
+  expect(all, show(r)).toHaveLength(1);
+  expect(all[0]).toMatch(/^scheduler: /);
+  return all[0]!;
 }
 
 function lines(text: string): string[] {
@@ -97,6 +117,21 @@ describe.concurrent('validate', () => {
     expect(out.some((l) => /syntax-error-ts\.ts: cannot be loaded: .*syntax-error-ts\.ts:4:\d+/.test(l))).toBe(true);
   });
 
+  it('nicknames are valid schedules; an unknown one is one line naming the file and the field', async ({ expect }) => {
+    const nicknames = ['@yearly', '@annually', '@monthly', '@weekly', '@daily', '@midnight', '@hourly'];
+    const good = jobsFolder(Object.fromEntries(nicknames.map((n) => [`${n.slice(1)}.mjs`, job(n)])));
+    const ok = await cli(['validate', '--jobs', good]);
+    expect(ok.code, show(ok)).toBe(0);
+    expect(ok.stdout).toContain('7 job(s) valid');
+
+    const bad = jobsFolder({ 'daily.mjs': job('@daily'), 'sometimes.mjs': job('@sometimes') });
+    const r = await cli(['validate', '--jobs', bad]);
+    expect(r.code, show(r)).toBe(2);
+    expect(lines(r.stdout)).toEqual([
+      `${bad}/sometimes.mjs: field 'schedule' = "@sometimes": expected a valid cron expression (unknown nickname '@sometimes'; the nicknames are @yearly, @annually, @monthly, @weekly, @daily, @midnight, @hourly)`,
+    ]);
+  });
+
   it('a broken folder with --json exits 2 with every problem, parseable', async ({ expect }) => {
     const r = await cli(['validate', '--json', '--jobs', BROKEN_JOBS]);
     expect(r.code, show(r)).toBe(2);
@@ -126,6 +161,88 @@ describe.concurrent('next', () => {
       expect(Date.parse(p.utc)).toBeGreaterThan(previous);
       previous = Date.parse(p.utc);
     }
+  });
+
+  it('next --from <ISO>: the periods strictly after that instant, DST flagged (Berlin 2 a.m. job across the spring-forward)', async ({ expect }) => {
+    // 2026-03-28T01:00Z is 02:00 CET, a period itself: not included. 29 March has no 02:00: 03:00 CEST.
+    const r = await cli(['next', 'typed-report', '-n', '3', '--from', '2026-03-28T02:00:00+01:00', '--json', '--jobs', GOOD_JOBS]);
+    expect(r.code, show(r)).toBe(0);
+    const doc = JSON.parse(r.stdout) as { job: string; from: string; periods: Array<{ utc: string; local: string; dst?: string }> };
+    expect(doc.from).toBe('2026-03-28T01:00:00.000Z');
+    expect(doc.periods).toEqual([
+      { utc: '2026-03-29T01:00:00.000Z', local: '2026-03-29T03:00:00+02:00', dst: 'UTC offset +01:00 -> +02:00' },
+      { utc: '2026-03-30T00:00:00.000Z', local: '2026-03-30T02:00:00+02:00' },
+      { utc: '2026-03-31T00:00:00.000Z', local: '2026-03-31T02:00:00+02:00' },
+    ]);
+    const text = await cli(['next', 'typed-report', '-n', '2', '--from', '2026-03-28T01:00:00Z', '--jobs', GOOD_JOBS]);
+    expect(text.code, show(text)).toBe(0);
+    expect(lines(text.stdout)).toEqual([
+      'typed-report  0 2 * * *  (Europe/Berlin)  after 2026-03-28T01:00:00.000Z',
+      expect.stringMatching(/^LOCAL +UTC +DST$/),
+      expect.stringMatching(/^2026-03-29T03:00:00\+02:00 +2026-03-29T01:00:00\.000Z +UTC offset \+01:00 -> \+02:00$/),
+      expect.stringMatching(/^2026-03-30T02:00:00\+02:00 +2026-03-30T00:00:00\.000Z *$/),
+    ]);
+  });
+
+  const badFrom = ['yesterday', '2026-03-28', '2026-03-28T01:00:00', '2026-02-30T00:00:00Z', '2026-03-28T25:00:00Z', '1774659600000', ''];
+  for (const value of badFrom) {
+    it(`next --from ${JSON.stringify(value)} exits 2 with one line naming --from, the value and what is expected`, async ({ expect }) => {
+      const line = refusal(await cli(['next', 'typed-report', '--from', value, '--jobs', GOOD_JOBS]));
+      expect(line).toBe(`scheduler: invalid --from ${value}: expected an ISO-8601 instant: a date and time with Z or an offset, such as 2026-11-30T18:00:00.000Z or 2026-11-30T19:00+01:00`);
+    });
+  }
+
+  const badCounts = ['0', '100001', '-1', '1.5', '1e3', 'abc', '0x10', ''];
+  for (const value of badCounts) {
+    for (const command of ['next', 'list'] as const) {
+      it(`${command} -n ${JSON.stringify(value)} exits 2 with one line: invalid -n, a whole number from 1 to 100000`, async ({ expect }) => {
+        const args = command === 'next' ? ['next', 'typed-report', '-n', value] : ['list', '-n', value];
+        const line = refusal(await cli([...args, '--jobs', GOOD_JOBS], { SCHEDULER_STORE: sqliteStore() }));
+        expect(line).toBe(`scheduler: invalid -n ${value}: expected a whole number from 1 to 100000`);
+      });
+    }
+  }
+
+  it('next -n 100000 --json of an every-second job: valid JSON, 100000 periods one second apart, in reasonable time', async ({ expect }) => {
+    const jobs = jobsFolder({ 'every-second.mjs': job('* * * * * *') });
+    const started = Date.now();
+    const r = await runCli(['next', 'every-second', '-n', '100000', '--json', '--jobs', jobs], { cwd: tempDir(), timeoutMs: 120_000 });
+    const elapsed = Date.now() - started;
+    expect(r.code, show({ ...r, stdout: r.stdout.slice(0, 500) })).toBe(0);
+    expect(elapsed, 'next -n 100000 took too long').toBeLessThan(30_000);
+    const doc = JSON.parse(r.stdout) as { job: string; timezone: string; periods: Array<{ utc: string; local: string }> };
+    expect(doc.periods).toHaveLength(100_000);
+    const first = Date.parse(doc.periods[0]!.utc);
+    expect(first - started).toBeLessThanOrEqual(2000);
+    doc.periods.forEach((p, i) => {
+      if (Date.parse(p.utc) !== first + i * 1000 || Date.parse(p.local) !== first + i * 1000) throw new Error(`period ${i}: ${JSON.stringify(p)}`);
+    });
+  }, 120_000);
+
+  it('next -n 100000 as text: a header, the column titles and 100000 rows', async ({ expect }) => {
+    const jobs = jobsFolder({ 'every-second.mjs': job('* * * * * *') });
+    const r = await runCli(['next', 'every-second', '-n', '100000', '--jobs', jobs], { cwd: tempDir(), timeoutMs: 120_000 });
+    expect(r.code, show({ ...r, stdout: r.stdout.slice(0, 500) })).toBe(0);
+    const out = lines(r.stdout);
+    expect(out).toHaveLength(100_002);
+    expect(out[1]).toMatch(/^LOCAL +UTC +DST$/);
+    expect(out.at(-1)).toMatch(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\+00:00 +\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.000Z *$/);
+  }, 120_000);
+
+  it('next of a nickname job: @weekly is Sunday midnight in the job zone; the header says what the nickname means', async ({ expect }) => {
+    const jobs = jobsFolder({ 'weekly.mjs': job('@weekly', "timezone: 'America/New_York',") });
+    const r = await cli(['next', 'weekly', '-n', '3', '--from', '2026-12-01T00:00:00Z', '--json', '--jobs', jobs]);
+    expect(r.code, show(r)).toBe(0);
+    const doc = JSON.parse(r.stdout) as { schedule: string; periods: Array<{ utc: string; local: string }> };
+    expect(doc.schedule).toBe('@weekly');
+    expect(doc.periods.map((p) => p.local)).toEqual(['2026-12-06T00:00:00-05:00', '2026-12-13T00:00:00-05:00', '2026-12-20T00:00:00-05:00']);
+    const text = await cli(['next', 'weekly', '-n', '1', '--from', '2026-12-01T00:00:00Z', '--jobs', jobs]);
+    expect(lines(text.stdout)[0]).toBe('weekly  @weekly (0 0 * * 0)  (America/New_York)  after 2026-12-01T00:00:00.000Z');
+  });
+
+  it('next of a misspelt job suggests the closest name', async ({ expect }) => {
+    const line = refusal(await cli(['next', 'typed-reprot', '--jobs', GOOD_JOBS]));
+    expect(line).toBe("scheduler: unknown job 'typed-reprot' (did you mean 'typed-report'?); known jobs: plain-mjs, seconds, typed-report");
   });
 
   it('next of an unknown job exits 2 naming it and the known jobs', async ({ expect }) => {
@@ -217,12 +334,118 @@ describe.concurrent('list', () => {
     expect(Date.parse(plain.next[0]!) - Date.now()).toBeLessThanOrEqual(15 * 60_000);
   });
 
+  it('list -n N: N next periods per job in --json; the table shows all N when -n is given, else the first', async ({ expect }) => {
+    const jobs = jobsFolder({ 'daily.mjs': job('@daily', "timezone: 'Asia/Tokyo',"), 'minutely.mjs': job('* * * * *') });
+    const r = await cli(['list', '-n', '4', '--json', '--jobs', jobs], { SCHEDULER_STORE: sqliteStore() });
+    expect(r.code, show(r)).toBe(0);
+    const doc = JSON.parse(r.stdout) as { jobs: Array<{ name: string; schedule: string; next: string[] }> };
+    const daily = doc.jobs.find((j) => j.name === 'daily')!;
+    expect(daily.schedule).toBe('@daily');
+    expect(daily.next).toHaveLength(4);
+    for (const n of daily.next) expect(n).toMatch(/T15:00:00\.000Z$/); // midnight in Tokyo
+    expect(doc.jobs.find((j) => j.name === 'minutely')!.next).toHaveLength(4);
+
+    const defaults = await cli(['list', '--json', '--jobs', jobs], { SCHEDULER_STORE: sqliteStore() });
+    expect((JSON.parse(defaults.stdout) as { jobs: Array<{ next: string[] }> }).jobs.map((j) => j.next.length)).toEqual([3, 3]);
+
+    const text = await cli(['list', '-n', '2', '--jobs', jobs], { SCHEDULER_STORE: sqliteStore() });
+    expect(text.code, show(text)).toBe(0);
+    const row = lines(text.stdout).find((l) => l.startsWith('daily '))!;
+    expect(row).toMatch(/ @daily +Asia\/Tokyo +\S+T15:00:00\.000Z, \S+T15:00:00\.000Z /);
+    const plain = await cli(['list', '--jobs', jobs], { SCHEDULER_STORE: sqliteStore() });
+    expect(lines(plain.stdout).find((l) => l.startsWith('daily '))).not.toContain(', ');
+  });
+
   it('list on a folder with broken files exits 2, still listing the valid jobs and naming the invalid files', async ({ expect }) => {
     const r = await cli(['list', '--json', '--jobs', MIXED_JOBS], { SCHEDULER_STORE: sqliteStore() });
     expect(r.code, show(r)).toBe(2);
     const doc = JSON.parse(r.stdout) as { jobs: Array<{ name: string }>; invalid: Array<{ file: string; problems: string[] }> };
     expect(doc.jobs.map((j) => j.name)).toEqual(['a-good', 'c-good-named', 'z-good']);
     expect(doc.invalid.map((f) => f.file.replace(/^.*\//, ''))).toEqual(['b-syntax.js', 'd-throws.mjs', 'e-bad-schedule.js']);
+  });
+});
+
+describe.concurrent('history of one job', () => {
+  it('an unknown job with no rows exits 2, naming it and the known jobs, instead of an empty table', async ({ expect }) => {
+    const line = refusal(await cli(['history', 'no-such-job', '--jobs', GOOD_JOBS], { SCHEDULER_STORE: sqliteStore() }));
+    expect(line).toBe("scheduler: unknown job 'no-such-job'; known jobs: plain-mjs, seconds, typed-report");
+  });
+
+  it('a misspelt job suggests the closest name (with --status too)', async ({ expect }) => {
+    const line = refusal(await cli(['history', 'plain-mj', '--status', 'failed', '--jobs', GOOD_JOBS], { SCHEDULER_STORE: sqliteStore() }));
+    expect(line).toContain("unknown job 'plain-mj' (did you mean 'plain-mjs'?)");
+  });
+
+  it('a known job without runs, and the whole history of an empty store, say so and exit 0', async ({ expect }) => {
+    const store = sqliteStore();
+    const r = await cli(['history', 'typed-report', '--jobs', GOOD_JOBS], { SCHEDULER_STORE: store });
+    expect(r.code, show(r)).toBe(0);
+    expect(r.stdout.trim()).toBe('no runs recorded');
+    const json = await cli(['history', 'seconds', '--json', '--jobs', GOOD_JOBS], { SCHEDULER_STORE: store }); // disabled, still known
+    expect(json.code, show(json)).toBe(0);
+    expect(JSON.parse(json.stdout)).toEqual([]);
+    const all = await cli(['history', '--jobs', GOOD_JOBS], { SCHEDULER_STORE: store });
+    expect(all.code, show(all)).toBe(0);
+    expect(all.stdout.trim()).toBe('no runs recorded');
+  });
+
+  it('a job removed from the jobs folder still shows its recorded runs (also filtered by a status it has no run of)', async ({ expect }) => {
+    const store = sqliteStore();
+    const jobs = copyFixture(GOOD_JOBS);
+    const ran = await cli(['run-once', 'plain-mjs', '--jobs', jobs], { SCHEDULER_STORE: store });
+    expect(ran.code, show(ran)).toBe(0);
+    rmSync(join(jobs, 'plain.mjs'));
+    const r = await cli(['history', 'plain-mjs', '--json', '--jobs', jobs], { SCHEDULER_STORE: store });
+    expect(r.code, show(r)).toBe(0);
+    expect((JSON.parse(r.stdout) as Array<{ job: string; status: string }>).map((x) => [x.job, x.status])).toEqual([['plain-mjs', 'succeeded']]);
+    const text = await cli(['history', 'plain-mjs', '--jobs', jobs], { SCHEDULER_STORE: store });
+    expect(text.code, show(text)).toBe(0);
+    expect(lines(text.stdout)[1]).toMatch(/^plain-mjs +\S+ +1 +manual +succeeded /);
+    const failed = await cli(['history', 'plain-mjs', '--status', 'failed', '--jobs', jobs], { SCHEDULER_STORE: store });
+    expect(failed.code, show(failed)).toBe(0);
+    expect(failed.stdout.trim()).toBe('no runs recorded');
+    // Even a jobs folder that is gone does not hide the history.
+    const gone = await cli(['history', 'plain-mjs', '--json', '--jobs', join(jobs, 'missing')], { SCHEDULER_STORE: store });
+    expect(gone.code, show(gone)).toBe(0);
+    expect(JSON.parse(gone.stdout)).toHaveLength(1);
+  });
+
+  it('an unknown job when the jobs folder cannot be read: exit 2, one line saying both', async ({ expect }) => {
+    const line = refusal(await cli(['history', 'no-such-job', '--jobs', join(tempDir(), 'missing')], { SCHEDULER_STORE: sqliteStore() }));
+    expect(line).toMatch(/^scheduler: unknown job 'no-such-job': no run recorded under that name, and the jobs folder .*missing cannot be read/);
+  });
+
+  it('history --limit is validated like -n', async ({ expect }) => {
+    const line = refusal(await cli(['history', '--limit', '1e3', '--jobs', GOOD_JOBS], { SCHEDULER_STORE: sqliteStore() }));
+    expect(line).toBe('scheduler: invalid --limit 1e3: expected a whole number from 1 to 100000');
+  });
+});
+
+describe.concurrent('run --http', () => {
+  it('run --help shows --http and what it is for', async ({ expect }) => {
+    const r = await cli(['run', '--help']);
+    expect(r.code, show(r)).toBe(0);
+    expect(r.stdout.replace(/\s+/g, ' ')).toContain("--http <addr> the HTTP server's address (planned: probes, metrics, status page)");
+  });
+
+  it('a bad --http exits 2 with one line naming the flag and the value', async ({ expect }) => {
+    const line = refusal(await cli(['run', '--http', 'localhost', '--jobs', GOOD_JOBS], { SCHEDULER_STORE: sqliteStore() }));
+    expect(line).toBe("scheduler: invalid setting --http=localhost: expected 'host:port' (for example 127.0.0.1:9464) or 'off'");
+  });
+
+  it('--http overrides SCHEDULER_HTTP: the daemon starts with the flag\'s address (logged) and stops cleanly', async ({ expect }) => {
+    const d = new Daemon(['--http', '127.0.0.1:19464', '--jobs', GOOD_JOBS], {
+      cwd: tempDir(), env: { SCHEDULER_STORE: sqliteStore(), SCHEDULER_HTTP: 'off', SCHEDULER_LOG_LEVEL: 'info', SCHEDULER_LOG_FORMAT: 'json' },
+    });
+    try {
+      const deadline = Date.now() + 20_000;
+      while (!d.logs().some((l) => l.msg === 'daemon starting') && Date.now() < deadline && d.proc.exitCode === null) await new Promise((r) => setTimeout(r, 100));
+      const start = d.logs().find((l) => l.msg === 'daemon starting');
+      expect(start, `${d.output}\n${d.errors}`).toBeDefined();
+      expect((start!.config as { http: string }).http).toBe('127.0.0.1:19464');
+    } finally {
+      expect(await d.stop()).toBe(0);
+    }
   });
 });
 

@@ -66,6 +66,14 @@ describe('validateJob: a valid definition', () => {
     expect(own.schedule.timezone).toBe('Asia/Shanghai');
   });
 
+  it('accepts the schedule nicknames, keeping the nickname as the expression', () => {
+    for (const nickname of ['@yearly', '@annually', '@monthly', '@weekly', '@daily', '@midnight', '@hourly', '@Daily']) {
+      const { job, problems } = validateJob('jobs/nick.ts', { schedule: nickname, run: noop }, 'UTC');
+      expect(problems, nickname).toEqual([]);
+      expect(job!.schedule.expression).toBe(nickname);
+    }
+  });
+
   it('converts every duration, accepting numbers and strings', () => {
     const { job } = validateJob(FILE, {
       name: 'x.y_z-1', schedule: '*/10 * * * * *', timeout: '1h30m', lockTtl: 1000, catchUp: '1d', retryDelay: '500ms',
@@ -124,6 +132,9 @@ describe('validateJob: every bad field gives one line naming the file, the field
     { what: 'name with @ (it would break the period key)', def: { name: 'a@b', schedule: '* * * * *', run: noop }, field: 'name', says: /"a@b"/ },
     { what: 'name too long', def: { name: 'n'.repeat(101), schedule: '* * * * *', run: noop }, field: 'name', says: /up to 100/ },
     { what: 'name a number', def: { name: 7, schedule: '* * * * *', run: noop }, field: 'name', says: /= 7/ },
+    { what: 'schedule an unknown nickname', def: { schedule: '@sometimes', run: noop }, field: 'schedule', says: /"@sometimes".*unknown nickname '@sometimes'; the nicknames are @yearly, @annually, @monthly, @weekly, @daily, @midnight, @hourly/ },
+    { what: 'schedule @reboot', def: { schedule: '@reboot', run: noop }, field: 'schedule', says: /"@reboot".*not supported/ },
+    { what: 'schedule a nickname with more after it', def: { schedule: '@daily 5', run: noop }, field: 'schedule', says: /"@daily 5".*unknown nickname/ },
     { what: 'description not a string', def: { schedule: '* * * * *', description: 5, run: noop }, field: 'description', says: /a string/ },
   ];
   for (const c of cases) {

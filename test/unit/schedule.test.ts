@@ -6,7 +6,9 @@
 import { describe, expect, it } from 'vitest';
 import {
   compileSchedule,
+  NICKNAMES,
   describePeriods,
+  expandNickname,
   formatLocal,
   isPeriod,
   isValidTimezone,
@@ -114,6 +116,78 @@ describe('compileSchedule: accepted expressions', () => {
     expect(iso(nextPeriodAfter(s, at('2026-07-01T00:00:00Z')))).toBe('2026-07-01T07:00:00.000Z');
     expect(iso(nextPeriodAfter(s, at('2026-12-01T00:00:00Z')))).toBe('2026-12-01T08:00:00.000Z');
   });
+});
+
+describe('compileSchedule: nicknames', () => {
+  const meaning: Array<[string, string]> = [
+    ['@yearly', '0 0 1 1 *'], ['@annually', '0 0 1 1 *'], ['@monthly', '0 0 1 * *'], ['@weekly', '0 0 * * 0'],
+    ['@daily', '0 0 * * *'], ['@midnight', '0 0 * * *'], ['@hourly', '0 * * * *'],
+  ];
+
+  it('knows exactly the Vixie cron nicknames but @reboot', () => {
+    expect(Object.entries(NICKNAMES).sort()).toEqual([...meaning].sort());
+  });
+
+  for (const [nickname, expression] of meaning) {
+    it(`${nickname} yields the periods of '${expression}' (in Europe/Berlin, across the spring-forward)`, () => {
+      const s = compileSchedule(nickname, 'Europe/Berlin');
+      expect(s.expression).toBe(nickname);
+      expect(expandNickname(nickname)).toBe(expression);
+      const from = at('2026-03-20T00:00:00Z');
+      const ours = nextPeriods(s, from, 40).map(iso);
+      expect(ours).toEqual(nextPeriods(compileSchedule(expression, 'Europe/Berlin'), from, 40).map(iso));
+      for (const p of ours) expect(isPeriod(s, at(p!))).toBe(true);
+    });
+  }
+
+  it('reads them in the job zone: @daily in New York is 05:00Z in winter, 04:00Z in summer; @weekly is Sunday', () => {
+    expect(iso(nextPeriodAfter(compileSchedule('@daily', 'America/New_York'), at('2026-01-10T12:00:00Z')))).toBe('2026-01-11T05:00:00.000Z');
+    expect(iso(nextPeriodAfter(compileSchedule('@midnight', 'America/New_York'), at('2026-07-10T12:00:00Z')))).toBe('2026-07-11T04:00:00.000Z');
+    const weekly = nextPeriods(compileSchedule('@weekly', 'UTC'), at('2026-12-01T00:00:00Z'), 3).map(iso);
+    expect(weekly).toEqual(['2026-12-06T00:00:00.000Z', '2026-12-13T00:00:00.000Z', '2026-12-20T00:00:00.000Z']);
+    expect(iso(nextPeriodAfter(compileSchedule('@yearly', 'Asia/Shanghai'), at('2026-06-01T00:00:00Z')))).toBe('2026-12-31T16:00:00.000Z');
+    expect(iso(nextPeriodAfter(compileSchedule('@hourly', 'Asia/Kolkata'), at('2026-06-01T00:00:00Z')))).toBe('2026-06-01T00:30:00.000Z');
+  });
+
+  it('are matched case-insensitively and with surrounding white space, like croner does', () => {
+    expect(nextPeriods(compileSchedule(' @DAILY ', 'UTC'), at('2026-01-01T12:00:00Z'), 2).map(iso)).toEqual(['2026-01-02T00:00:00.000Z', '2026-01-03T00:00:00.000Z']);
+  });
+
+  it('refuses unknown ones, @reboot, and a nickname with anything after it, naming the known nicknames', () => {
+    expect(() => compileSchedule('@sometimes', 'UTC')).toThrow(/^unknown nickname '@sometimes'; the nicknames are @yearly, @annually, @monthly, @weekly, @daily, @midnight, @hourly$/);
+    expect(() => compileSchedule('@reboot', 'UTC')).toThrow(/@reboot is not supported/);
+    expect(() => compileSchedule('@daily 0', 'UTC')).toThrow(/unknown nickname '@daily 0'/);
+    expect(() => compileSchedule('@', 'UTC')).toThrow(/unknown nickname '@'/);
+    expect(expandNickname('@sometimes')).toBeUndefined();
+    expect(expandNickname('0 0 * * *')).toBeUndefined();
+    expect(expandNickname('@constructor')).toBeUndefined();
+  });
+});
+
+describe('describePeriods from a given instant (next --from)', () => {
+  it('starts strictly after the instant, and flags a DST change between the instant and the first period', () => {
+    const s = compileSchedule('0 2 * * *', 'Europe/Berlin');
+    const views = describePeriods(s, at('2026-03-28T01:00:00Z'), 2);
+    // 28 March 02:00 CET is exactly the instant: not included. 29 March 02:00 does not exist: 03:00 CEST.
+    expect(views).toEqual([
+      { utc: '2026-03-29T01:00:00.000Z', local: '2026-03-29T03:00:00+02:00', dst: 'UTC offset +01:00 -> +02:00' },
+      { utc: '2026-03-30T00:00:00.000Z', local: '2026-03-30T02:00:00+02:00' },
+    ]);
+  });
+
+  it('gives 100000 periods of an every-second job in order, one second apart, in a few seconds', () => {
+    const started = Date.now();
+    const views = describePeriods(compileSchedule('* * * * * *', 'America/New_York'), at('2026-11-01T05:00:00.500Z'), 100_000);
+    expect(Date.now() - started).toBeLessThan(20_000);
+    expect(views).toHaveLength(100_000);
+    expect(views[0]!.utc).toBe('2026-11-01T05:00:01.000Z');
+    expect(views.at(-1)!.utc).toBe(new Date(Date.parse('2026-11-01T05:00:01.000Z') + 99_999_000).toISOString());
+    for (let i = 1; i < views.length; i++) {
+      if (Date.parse(views[i]!.utc) - Date.parse(views[i - 1]!.utc) !== 1000) throw new Error(`not one second apart at ${i}: ${views[i - 1]!.utc} ${views[i]!.utc}`);
+    }
+    // The fall-back (06:00Z, 02:00 EDT -> 01:00 EST) is flagged once.
+    expect(views.filter((v) => v.dst).map((v) => [v.utc, v.dst])).toEqual([['2026-11-01T06:00:00.000Z', 'UTC offset -04:00 -> -05:00']]);
+  }, 60_000);
 });
 
 describe('compileSchedule: rejected expressions say what is wrong', () => {
