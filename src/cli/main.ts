@@ -30,7 +30,7 @@ Examples:
   scheduler run-once nightly-report                    # run a job by hand now
   scheduler list --json
   scheduler next nightly-report -n 10
-  scheduler next nightly-report -n 20 --from 2027-03-01T00:00:00Z   # around a DST change
+  scheduler next nightly-report -n 20 --from 2027-03-01T00:00:00Z   # after that instant
   scheduler validate
   scheduler history nightly-report --limit 20 --status failed
   scheduler prune --older-than 90d --dry-run           # how many finished runs older than 90 days would go
