@@ -10,7 +10,7 @@ import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSyn
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseAllDocuments } from 'yaml';
+import { parse, parseAllDocuments } from 'yaml';
 import * as core from 'kubernetes-models/v1';
 import * as apps from 'kubernetes-models/apps/v1';
 import * as batch from 'kubernetes-models/batch/v1';
@@ -242,6 +242,27 @@ describe('Kubernetes manifests', () => {
     expect(c.volumeMounts).toEqual(d.volumeMounts);
     expect(passPod.volumes).toEqual(daemonPod.volumes);
     expect(c.resources).toEqual(d.resources);
+  });
+
+  it('the without-http-server overlay is the base minus the three probes (until the HTTP server lands)', () => {
+    const overlay = parse(readFileSync(join(DIR, 'without-http-server/kustomization.yaml'), 'utf8')) as Obj;
+    expect(overlay.resources).toEqual(['..']);
+    expect(overlay.patches).toHaveLength(1);
+    const [{ target, patch }] = overlay.patches;
+    expect(target).toEqual({ group: 'apps', version: 'v1', kind: 'Deployment', name: deployment.metadata.name });
+    const ops = parse(patch) as { op: string; path: string }[];
+    const patched = structuredClone(deployment);
+    for (const { op, path } of ops) {
+      expect(op).toBe('remove');
+      const keys = path.split('/').slice(1);
+      const parent = keys.slice(0, -1).reduce<any>((o, k) => o?.[k], patched);
+      expect(parent?.[keys.at(-1)!], `${path} exists in the base`).toBeDefined();
+      delete parent[keys.at(-1)!];
+    }
+    const c = patched.spec.template.spec.containers[0];
+    expect(Object.keys(c).filter((k) => /Probe$/.test(k))).toEqual([]);
+    expect(Object.keys(container(daemonPod)).filter((k) => /Probe$/.test(k)).sort()).toEqual(['livenessProbe', 'readinessProbe', 'startupProbe']);
+    expect(validateManifest({ file: 'without-http-server', doc: patched })).toEqual([]);
   });
 
   it('bin/scheduler validate accepts the shipped job files with the pods\' settings (ConfigMap, example Secret, env)', async () => {
