@@ -1,0 +1,119 @@
+#!/usr/bin/env node
+// `npm start`: the quick start. On a fresh clone it installs the dependencies (`npm ci`) and builds
+// (`npm run build`) when they are missing or out of date, prints what the daemon will use, then runs
+// `bin/scheduler run` (extra arguments are passed on: `npm start -- --log-level debug`).
+// Only node: modules here: it runs before the dependencies are installed.
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, lstatSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { dirname, join, relative } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const ROOT = dirname(dirname(fileURLToPath(import.meta.url)));
+const BIN = join(ROOT, 'bin', 'scheduler');
+const say = (line) => process.stdout.write(`quick start: ${line}\n`);
+
+function fail(line) {
+  process.stderr.write(`quick start: ${line}\n`);
+  process.exit(1);
+}
+
+/** npm itself: the one running this script (npm_execpath), else `npm` on the PATH. */
+function npm(args) {
+  const execPath = process.env.npm_execpath;
+  const r = execPath && /\.c?js$/.test(execPath)
+    ? spawnSync(process.execPath, [execPath, ...args], { cwd: ROOT, stdio: 'inherit' })
+    : spawnSync('npm', args, { cwd: ROOT, stdio: 'inherit', shell: process.platform === 'win32' });
+  if (r.status !== 0) fail(`\`npm ${args.join(' ')}\` failed (exit ${r.status ?? r.signal})`);
+}
+
+/** Why node_modules does not match package-lock.json, or undefined when it does. */
+function installOutOfDate() {
+  const installed = join(ROOT, 'node_modules', '.package-lock.json');
+  if (!existsSync(installed)) return 'the dependencies are not installed';
+  const want = JSON.parse(readFileSync(join(ROOT, 'package-lock.json'), 'utf8')).packages ?? {};
+  const have = JSON.parse(readFileSync(installed, 'utf8')).packages ?? {};
+  for (const [path, entry] of Object.entries(want)) {
+    if (path === '' || entry.optional || entry.link) continue;
+    if (have[path]?.version !== entry.version) return `${path} is not at ${entry.version}`;
+  }
+  return undefined;
+}
+
+/** The newest modification time of the files under a folder (0 when it does not exist). */
+function newest(path) {
+  if (!existsSync(path)) return 0;
+  const st = statSync(path);
+  if (!st.isDirectory()) return st.mtimeMs;
+  return Math.max(st.mtimeMs, ...readdirSync(path).map((f) => newest(join(path, f))));
+}
+
+/** Why dist/ needs a build, or undefined when it is up to date with src/. */
+function buildOutOfDate() {
+  const entry = join(ROOT, 'dist', 'cli', 'entry.js');
+  if (!existsSync(entry)) return 'not built yet';
+  if (!existsSync(join(ROOT, 'src'))) return undefined; // an installed package: dist/ is what ships
+  const built = statSync(entry).mtimeMs;
+  if (Math.max(newest(join(ROOT, 'src')), newest(join(ROOT, 'tsconfig.json'))) > built) return 'src/ changed since the last build';
+  return undefined;
+}
+
+const stale = installOutOfDate();
+if (stale) {
+  // npm ci replaces node_modules: never through a symlink (a worktree sharing another checkout's).
+  if (existsSync(join(ROOT, 'node_modules')) && lstatSync(join(ROOT, 'node_modules')).isSymbolicLink()) {
+    fail(`${stale}, and node_modules is a symlink: install in the folder it points to`);
+  }
+  say(`${stale}: npm ci`);
+  npm(['ci', '--no-audit', '--no-fund']);
+}
+const unbuilt = buildOutOfDate();
+if (unbuilt) {
+  say(`${unbuilt}: npm run build`);
+  npm(['run', 'build']);
+}
+
+// What the daemon will use, from its own configuration (defaults < config file < environment < flags).
+const args = process.argv.slice(2);
+const { loadConfig, describeConfig } = await import(join(ROOT, 'dist', 'config', 'config.js'));
+const flagNames = { '--config': 'config', '--jobs': 'jobsDir', '--store': 'store', '--redis': 'redis', '--http': 'http' };
+const flags = {};
+for (let i = 0; i < args.length; i++) {
+  const [name, inline] = args[i].split(/=(.*)/s, 2);
+  if (flagNames[name]) flags[flagNames[name]] = inline ?? args[++i];
+}
+let config;
+try {
+  config = loadConfig({ flags });
+} catch (err) {
+  fail(err instanceof Error ? err.message : String(err));
+}
+const where = (p) => (relative(process.cwd(), p).startsWith('..') ? p : `./${relative(process.cwd(), p)}`);
+const listed = spawnSync(process.execPath, [BIN, 'validate', '--json', ...args.filter((a) => a !== '--json')], { encoding: 'utf8', env: { ...process.env, SCHEDULER_LOG_LEVEL: 'silent' } });
+let jobs = [];
+let problems = [];
+try {
+  ({ jobs, problems } = JSON.parse(listed.stdout));
+} catch {
+  // validate refused (a bad setting): the daemon below prints the one line that says why.
+}
+say(`store: ${config.store.kind === 'sqlite' ? `SQLite, ${where(config.store.path)}` : describeConfig(config).store}`);
+say(`redis: ${config.redis.length === 0 ? 'none (claims rest on the unique run row)' : `${config.redis.length} master(s)`}`);
+say(`jobs folder: ${where(config.jobsDir)}: ${jobs.length} job${jobs.length === 1 ? '' : 's'}${jobs.length ? ` (${jobs.join(', ')})` : ''}${problems.length ? `, ${problems.length} problem(s): see the log` : ''}`);
+const http = describeConfig(config).http;
+say(`status page: planned (SCHEDULER_HTTP${http === 'off' ? '' : `=${http}`}): the HTTP server is not built yet, nothing listens; \`bin/scheduler list\` and \`bin/scheduler history\` show jobs and runs`);
+say('starting the daemon (bin/scheduler run); stop it with Ctrl-C');
+
+// The daemon in a process group of its own: Ctrl-C reaches this script from the terminal and again from
+// npm, which forwards it; the daemon must see one SIGINT (a second one within 1 s is the same request),
+// since a second signal means "interrupt the runs in flight now".
+const child = spawn(process.execPath, [BIN, 'run', ...args], { stdio: 'inherit', detached: true });
+let last = 0;
+for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
+  process.on(signal, () => {
+    const now = Date.now();
+    if (signal !== 'SIGHUP' && now - last < 1000) return;
+    if (signal !== 'SIGHUP') last = now;
+    child.kill(signal);
+  });
+}
+child.on('exit', (code, signal) => process.exit(code ?? (signal ? 1 : 0)));
