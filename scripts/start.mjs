@@ -57,7 +57,10 @@ function buildOutOfDate() {
   return undefined;
 }
 
+// CLUSTER_CRON_START_NO_PREPARE=1 (the tests): refuse instead of installing or building.
+const noPrepare = process.env.CLUSTER_CRON_START_NO_PREPARE === '1';
 const stale = installOutOfDate();
+if (stale && noPrepare) fail(`${stale} (CLUSTER_CRON_START_NO_PREPARE=1: not running npm ci)`);
 if (stale) {
   // npm ci replaces node_modules: never through a symlink (a worktree sharing another checkout's).
   if (existsSync(join(ROOT, 'node_modules')) && lstatSync(join(ROOT, 'node_modules')).isSymbolicLink()) {
@@ -67,6 +70,7 @@ if (stale) {
   npm(['ci', '--no-audit', '--no-fund']);
 }
 const unbuilt = buildOutOfDate();
+if (unbuilt && noPrepare) fail(`${unbuilt} (CLUSTER_CRON_START_NO_PREPARE=1: not building)`);
 if (unbuilt) {
   say(`${unbuilt}: npm run build`);
   npm(['run', 'build']);
