@@ -6,7 +6,7 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, lstatSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 
 const ROOT = dirname(dirname(fileURLToPath(import.meta.url)));
 const BIN = join(ROOT, 'bin', 'scheduler');
@@ -26,14 +26,14 @@ function npm(args) {
   if (r.status !== 0) fail(`\`npm ${args.join(' ')}\` failed (exit ${r.status ?? r.signal})`);
 }
 
-/** Why node_modules does not match package-lock.json, or undefined when it does. */
-function installOutOfDate() {
+/** Why node_modules does not match package-lock.json (the dev dependencies too, or not), or undefined when it does. */
+function installOutOfDate(withDev) {
   const installed = join(ROOT, 'node_modules', '.package-lock.json');
   if (!existsSync(installed)) return 'the dependencies are not installed';
   const want = JSON.parse(readFileSync(join(ROOT, 'package-lock.json'), 'utf8')).packages ?? {};
   const have = JSON.parse(readFileSync(installed, 'utf8')).packages ?? {};
   for (const [path, entry] of Object.entries(want)) {
-    if (path === '' || entry.optional || entry.link) continue;
+    if (path === '' || entry.optional || entry.link || (entry.dev && !withDev)) continue;
     if (have[path]?.version !== entry.version) return `${path} is not at ${entry.version}`;
   }
   return undefined;
@@ -59,7 +59,9 @@ function buildOutOfDate() {
 
 // CLUSTER_CRON_START_NO_PREPARE=1 (the tests): refuse instead of installing or building.
 const noPrepare = process.env.CLUSTER_CRON_START_NO_PREPARE === '1';
-const stale = installOutOfDate();
+// The dev dependencies (TypeScript) only matter when a build is due: after `npm prune --omit=dev` a
+// built checkout starts as it is.
+const stale = installOutOfDate(false) ?? (buildOutOfDate() ? installOutOfDate(true) : undefined);
 if (stale && noPrepare) fail(`${stale} (CLUSTER_CRON_START_NO_PREPARE=1: not running npm ci)`);
 if (stale) {
   // npm ci replaces node_modules: never through a symlink (a worktree sharing another checkout's).
@@ -78,7 +80,7 @@ if (unbuilt) {
 
 // What the daemon will use, from its own configuration (defaults < config file < environment < flags).
 const args = process.argv.slice(2);
-const { loadConfig, describeConfig } = await import(join(ROOT, 'dist', 'config', 'config.js'));
+const { loadConfig, describeConfig } = await import(pathToFileURL(join(ROOT, 'dist', 'config', 'config.js')).href);
 const flagNames = { '--config': 'config', '--jobs': 'jobsDir', '--store': 'store', '--redis': 'redis', '--http': 'http' };
 const flags = {};
 for (let i = 0; i < args.length; i++) {
@@ -92,7 +94,7 @@ try {
   fail(err instanceof Error ? err.message : String(err));
 }
 const where = (p) => (relative(process.cwd(), p).startsWith('..') ? p : `./${relative(process.cwd(), p)}`);
-const listed = spawnSync(process.execPath, [BIN, 'validate', '--json', ...args.filter((a) => a !== '--json')], { encoding: 'utf8', env: { ...process.env, SCHEDULER_LOG_LEVEL: 'silent' } });
+const listed = spawnSync(process.execPath, [BIN, 'validate', '--json', ...(flags.config ? ['--config', flags.config] : []), ...(flags.jobsDir ? ['--jobs', flags.jobsDir] : [])], { encoding: 'utf8', env: { ...process.env, SCHEDULER_LOG_LEVEL: 'silent' } });
 let jobs = [];
 let problems = [];
 try {
