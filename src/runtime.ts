@@ -17,6 +17,7 @@ import { KnexJobStore } from './store/jobs.js';
 import { KnexRunStore } from './store/runs.js';
 import type { JobStore, RunStore } from './store/types.js';
 import { StoreClock } from './time/store-clock.js';
+import { EventBus } from './events/events.js';
 
 /** The store's tables over one pool. */
 export interface Stores {
@@ -35,6 +36,8 @@ export interface Runtime extends Stores {
   reconciler: Reconciler;
   /** The store's clock as this node estimates it: what periods fire by. */
   clock: StoreClock;
+  /** What happens on this node, for metrics, the status page, alerts and the terminal (see events/). */
+  events: EventBus;
 }
 
 /** Opens the store and migrates it (under a lock). */
@@ -60,7 +63,7 @@ export function createLockProvider(config: Config, log: Logger): LockProvider {
   return new RedlockProvider({ urls: config.redis, prefix: config.redisPrefix, log });
 }
 
-export async function openRuntime(config: Config, log: Logger): Promise<Runtime> {
+export async function openRuntime(config: Config, log: Logger, events: EventBus = new EventBus(log)): Promise<Runtime> {
   const stores = await openStores(config);
   const lock = createLockProvider(config, log);
   let lockDown: LockUnavailableError | undefined;
@@ -82,12 +85,12 @@ export async function openRuntime(config: Config, log: Logger): Promise<Runtime>
   await clock.start();
   const claimer = new Claimer(store, lock, config.nodeId, log);
   if (lockDown) claimer.lockUnavailable(lockDown);
-  const executor = new Executor(store, config.nodeId, log, { maxResultBytes: config.maxResultBytes, now: () => clock.now() });
-  const runner = new PeriodRunner(store, claimer, executor, log);
-  const takeover = new Takeover(store, jobStore, runner, config.nodeId, log);
-  const reconciler = new Reconciler(store, jobStore, runner, config.nodeId, log, () => clock.now());
+  const executor = new Executor(store, config.nodeId, log, { maxResultBytes: config.maxResultBytes, now: () => clock.now(), events });
+  const runner = new PeriodRunner(store, claimer, executor, log, events);
+  const takeover = new Takeover(store, jobStore, runner, config.nodeId, log, events);
+  const reconciler = new Reconciler(store, jobStore, runner, config.nodeId, log, () => clock.now(), events);
   return {
-    ...stores, lock, claimer, executor, runner, takeover, reconciler, clock,
+    ...stores, lock, claimer, executor, runner, takeover, reconciler, clock, events,
     async close() {
       clock.stop();
       await lock.close().catch(() => {});

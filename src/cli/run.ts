@@ -51,7 +51,8 @@ export function runCommand(program: Command): void {
       process.on('uncaughtException', (err) => log.error({ err: { message: errorMessage(err), stack: (err as Error).stack } }, 'uncaught exception (from a job body?); the daemon keeps running'));
       process.on('unhandledRejection', (err) => log.error({ err: { message: errorMessage(err) } }, 'unhandled rejection (from a job body?); the daemon keeps running'));
 
-      const scheduler = new Scheduler({ jobs, store: rt.store, runner: rt.runner, executor: rt.executor, takeover: rt.takeover, reconciler: rt.reconciler, log, now: () => new Date(rt.clock.now()) });
+      const scheduler = new Scheduler({ jobs, store: rt.store, runner: rt.runner, executor: rt.executor, takeover: rt.takeover, reconciler: rt.reconciler, log, now: () => new Date(rt.clock.now()),
+        events: rt.events, lockState: () => rt.lock.state(), clockReading: () => rt.clock.reading() });
       await scheduler.start();
       // Off the tick path: its own timer, first a minute after start, then hourly.
       const pruner = new RetentionPruner({ store: rt.store, retentionMs: config.retentionMs, jobs, log });

@@ -17,6 +17,9 @@ import type { Executor } from '../run/execute.js';
 import type { PeriodRunner } from '../run/period.js';
 import type { Reconciler } from '../run/reconcile.js';
 import type { Takeover } from '../run/takeover.js';
+import type { InFlightRun } from '../run/execute.js';
+import type { QuorumState } from '../claim/lock.js';
+import { noEvents, type SchedulerObserver } from '../events/events.js';
 
 /** Upper bound on one timer, so that a wall-clock jump is noticed within this time. */
 const MAX_TIMER_MS = 30_000;
@@ -56,6 +59,26 @@ export interface SchedulerOptions {
   reconciler: Reconciler;
   log: Logger;
   now?: () => Date;
+  events?: SchedulerObserver;
+  /** The Redis quorum's state (looked at on each sweep). Default 'none'. */
+  lockState?: () => QuorumState;
+  /** The clock offset to the store (looked at on each sweep). */
+  clockReading?: () => { offsetMs: number; rttMs: number };
+}
+
+/** What the scheduler is doing, for read-only views (status page, /readyz, /api). */
+export interface SchedulerSnapshot {
+  /** When start() finished declaring the jobs (epoch ms), null before. */
+  startedAt: number | null;
+  stopping: boolean;
+  store: 'ok' | 'down';
+  storeError: string | null;
+  redis: QuorumState;
+  clockOffsetMs: number;
+  /** Milliseconds since the sweep timer last fired (the tick loop's pulse); null before the first. */
+  sinceLastPulseMs: number | null;
+  jobs: Array<{ job: Job; next: Date | null }>;
+  inFlight: InFlightRun[];
 }
 
 export class Scheduler {
@@ -71,9 +94,17 @@ export class Scheduler {
   private quietUntil = 0;
   private stopped = false;
   private readonly now: () => Date;
+  private readonly events: SchedulerObserver;
+  private startedAt: number | null = null;
+  private lastPulse: number | null = null;
+  private storeError: string | null = null;
+  private redisState: QuorumState = 'none';
+  private clockOffsetMs = 0;
 
   constructor(private readonly options: SchedulerOptions) {
     this.now = options.now ?? (() => new Date());
+    this.events = options.events ?? noEvents;
+    this.redisState = options.lockState?.() ?? 'none';
     this.states = options.jobs.filter((j) => j.enabled).map((job) => ({ job, cursor: new Date(0), next: null }));
   }
 
@@ -87,6 +118,8 @@ export class Scheduler {
       state.next = nextPeriodAfter(state.job.schedule, now);
       state.afterNext = state.next ? nextPeriodAfter(state.job.schedule, state.next) : null;
     }
+    this.startedAt = Date.now();
+    this.lastPulse = performance.now();
     log.info({ jobs: this.states.map((s) => ({ job: s.job.name, next: s.next?.toISOString() ?? null })) }, 'scheduler started');
     this.arm();
     // Sweeps run half a second off the whole seconds, where ticks of most schedules fall.
@@ -94,12 +127,44 @@ export class Scheduler {
     // Tracked: a sweep in progress at a shutdown may still start claims, which the shutdown waits for.
     this.sweepStart = setTimeout(() => {
       this.track(this.sweep());
-      this.sweeper = setInterval(() => this.track(this.sweep()), SWEEP_EVERY_MS);
+      this.sweeper = setInterval(() => {
+        this.lastPulse = performance.now();
+        this.track(this.sweep());
+      }, SWEEP_EVERY_MS);
     }, phase);
+  }
+
+  snapshot(): SchedulerSnapshot {
+    return {
+      startedAt: this.startedAt,
+      stopping: this.stopped,
+      store: this.storeDown ? 'down' : 'ok',
+      storeError: this.storeError,
+      redis: this.redisState,
+      clockOffsetMs: this.clockOffsetMs,
+      sinceLastPulseMs: this.lastPulse === null ? null : Math.round(performance.now() - this.lastPulse),
+      jobs: this.states.map((s) => ({ job: s.job, next: s.next })),
+      inFlight: this.options.executor.running(),
+    };
+  }
+
+  /** The Redis quorum's and the clock's state, as events when they change. */
+  private observeDependencies(): void {
+    const redis = this.options.lockState?.() ?? 'none';
+    if (redis !== this.redisState) {
+      this.redisState = redis;
+      this.events.emit({ type: 'redis', state: redis });
+    }
+    const clock = this.options.clockReading?.();
+    if (clock && clock.offsetMs !== this.clockOffsetMs) {
+      this.clockOffsetMs = clock.offsetMs;
+      this.events.emit({ type: 'clock', offsetMs: clock.offsetMs, rttMs: clock.rttMs });
+    }
   }
 
   /** Takeover of expired leases, due pending attempts, and the reconciling of recent periods. */
   private async sweep(): Promise<void> {
+    this.observeDependencies();
     if (this.sweeping || this.stopped) return;
     this.sweeping = true;
     const { takeover, reconciler, log } = this.options;
@@ -108,11 +173,15 @@ export class Scheduler {
       const jobs = new Map(this.states.map((s) => [s.job.name, s.job]));
       const started = await takeover.safeSweep(jobs, { takeover: now.getTime() >= this.quietUntil && !this.storeDown });
       if (started === null) {
+        if (!this.storeDown) this.events.emit({ type: 'store', state: 'down', ...(takeover.lastError ? { error: takeover.lastError } : {}) });
+        this.storeError = takeover.lastError;
         this.storeDown = true;
         return;
       }
       if (this.storeDown) {
         this.storeDown = false;
+        this.storeError = null;
+        this.events.emit({ type: 'store', state: 'ok' });
         // Live runs could not heartbeat while the store was away: give them time to do so before
         // judging any lease, so that an outage of the store alone causes no takeover.
         this.quietUntil = now.getTime() + 2 * SWEEP_EVERY_MS;

@@ -15,6 +15,7 @@ import { runBody } from './body.js';
 import { LoopWatchdog } from './isolation/watchdog.js';
 import { STATUS_ON_ABORT } from './body.js';
 import { DEFAULT_MAX_RESULT_BYTES } from './outcome.js';
+import { noEvents, type SchedulerObserver } from '../events/events.js';
 
 export interface AttemptResult {
   job: string;
@@ -36,6 +37,19 @@ export interface AttemptResult {
 interface InFlight {
   controller: AbortController;
   done: Promise<AttemptResult>;
+  run: RunRecord;
+}
+
+/** An attempt this node holds, for read-only views. */
+export interface InFlightRun {
+  job: string;
+  periodKey: string;
+  scheduledAt: Date;
+  attempt: number;
+  trigger: Trigger;
+  runId: string;
+  /** When it was claimed, by this node's clock (epoch ms). */
+  claimedAt: number;
 }
 
 export interface ExecutorOptions {
@@ -45,6 +59,8 @@ export interface ExecutorOptions {
   workerGraceMs?: number;
   /** The node's clock corrected to the store's (epoch ms): periods start at their instant by it. Default: Date.now. */
   now?: () => number;
+  /** Where run-started, run-finished and lease-lost go. */
+  events?: SchedulerObserver;
 }
 
 /** The outcome of an attempt aborted before its body began. */
@@ -72,13 +88,16 @@ export class Executor {
   /** A second signal: outcome writes are not tried again after this instant. */
   private writeDeadline = Infinity;
   private watchdog: LoopWatchdog | undefined;
+  private readonly events: SchedulerObserver;
 
   constructor(
     private readonly store: RunStore,
     private readonly nodeId: string,
     private readonly log: Logger,
     private readonly options: ExecutorOptions = {},
-  ) {}
+  ) {
+    this.events = options.events ?? noEvents;
+  }
 
   get size(): number {
     return this.inFlight.size;
@@ -95,8 +114,16 @@ export class Executor {
       this.inFlight.delete(run.id);
       onDone?.();
     });
-    this.inFlight.set(run.id, { controller, done });
+    this.inFlight.set(run.id, { controller, done, run: { ...run, claimedAt: run.claimedAt ?? new Date() } });
     return done;
+  }
+
+  /** The attempts this node holds now. */
+  running(): InFlightRun[] {
+    return [...this.inFlight.values()].map(({ run }) => ({
+      job: run.job, periodKey: run.periodKey, scheduledAt: run.scheduledAt, attempt: run.attempt, trigger: run.trigger, runId: run.id,
+      claimedAt: run.claimedAt!.getTime(),
+    }));
   }
 
   /** --dry-run: the body with ctx.dryRun, no row, no lock. */
@@ -164,6 +191,12 @@ export class Executor {
       });
     }
     const started = performance.now();
+    const ref = { job: job.name, periodKey: run.periodKey, scheduledAt: run.scheduledAt, attempt: run.attempt, trigger: run.trigger, runId: run.id };
+    if (!controller.signal.aborted) {
+      // A scheduled period's delay is from its instant; an owed or manual attempt's from its claim.
+      const delayMs = run.trigger === 'schedule' && run.attempt === 1 ? (this.options.now ?? Date.now)() - run.scheduledAt.getTime() : started - claimSentAt;
+      this.events.emit({ type: 'run-started', ...ref, delayMs: Math.max(0, Math.round(delayMs)) });
+    }
     // An attempt aborted before its body began (claimed as the node stopped, or its lease unproven by
     // then) does not start it: it ends as an abort would have ended it.
     const outcome = controller.signal.aborted ? notStarted(controller.signal.reason as AbortReason) : await this.body(job, run, controller, false, log);
@@ -181,6 +214,12 @@ export class Executor {
     if (written.status === 'succeeded') log.info(line, 'run succeeded');
     else log.warn(line, `run ${written.status}`);
     if (written.next) log.info({ nextAttempt: written.next.attempt, runAt: written.next.runAt?.toISOString() }, 'next attempt owed (pending)');
+    if (outcome.reason === 'lease-lost') this.events.emit({ type: 'lease-lost', ...ref, cause: outcome.error ?? 'lease lost' });
+    this.events.emit({
+      type: 'run-finished', ...ref, status: written.status, reason: outcome.reason ?? null, durationMs, error: outcome.error ?? null,
+      recorded: written.written, final: written.written && !written.next,
+      nextAttempt: written.next ? { attempt: written.next.attempt, runAt: written.next.runAt } : null,
+    });
     return {
       job: job.name, periodKey: run.periodKey, scheduledAt: run.scheduledAt, attempt: run.attempt, trigger: run.trigger,
       runId: run.id, status: written.status, result: outcome.result, error: outcome.error ?? null, durationMs, recorded: written.written, next: written.next,

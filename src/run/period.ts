@@ -11,6 +11,11 @@ import type { Logger } from '../log.js';
 import type { RunRecord, RunStore } from '../store/types.js';
 import { periodKey } from '../time/schedule.js';
 import type { AttemptResult, Executor } from './execute.js';
+import { noEvents, type ClaimOutcome, type SchedulerObserver } from '../events/events.js';
+
+const CLAIM_OUTCOME: Record<ClaimResult['outcome'], ClaimOutcome | null> = {
+  won: 'won', 'lost-lock': 'lost_lock', 'lost-row': 'lost_row', 'skipped-overlap': 'skipped', 'blocked-overlap': 'blocked', 'in-hand': null,
+};
 
 export interface PeriodResult {
   job: string;
@@ -42,6 +47,7 @@ export class PeriodRunner {
     private readonly claimer: Claimer,
     private readonly executor: Executor,
     private readonly log: Logger,
+    private readonly events: SchedulerObserver = noEvents,
   ) {}
 
   /** No new claims after this; waits for owed attempts end at once. */
@@ -54,24 +60,26 @@ export class PeriodRunner {
   async runPeriod(job: Job, scheduledAt: Date, trigger: Trigger, options: RunPeriodOptions = {}): Promise<PeriodResult> {
     const attempt = options.attempt ?? 1;
     const check: OverlapCheck = job.overlap === 'allow' ? 'none' : (options.checkOverlap ?? (trigger === 'schedule' ? 'tick' : 'wait'));
-    return this.attempts(job, scheduledAt, attempt, options, () => this.claimer.claim({ job, scheduledAt, trigger, attempt, checkOverlap: check }));
+    return this.attempts(job, scheduledAt, attempt, trigger, options, () => this.claimer.claim({ job, scheduledAt, trigger, attempt, checkOverlap: check }));
   }
 
   /** Claims an owed (pending) attempt by compare-and-set, and runs it. Never throws. */
   async runPending(job: Job, pending: RunRecord, options: Pick<RunPeriodOptions, 'followOwed'> = {}): Promise<PeriodResult> {
-    return this.attempts(job, pending.scheduledAt, pending.attempt, options, () => this.claimer.claimPending(job, pending));
+    return this.attempts(job, pending.scheduledAt, pending.attempt, pending.trigger, options, () => this.claimer.claimPending(job, pending));
   }
 
-  private async attempts(job: Job, scheduledAt: Date, attempt: number, options: RunPeriodOptions, claimFirst: () => Promise<ClaimResult>): Promise<PeriodResult> {
+  private async attempts(job: Job, scheduledAt: Date, attempt: number, trigger: Trigger, options: RunPeriodOptions, claimFirst: () => Promise<ClaimResult>): Promise<PeriodResult> {
     const key = periodKey(job.name, scheduledAt);
     const result: PeriodResult = { job: job.name, periodKey: key, scheduledAt, claim: 'stopped', attempts: [] };
     let claimNext = claimFirst;
     for (let n = attempt; ; ) {
       if (this.stopped) return result;
       let claim: ClaimResult;
+      const ref = { job: job.name, periodKey: key, scheduledAt, attempt: n, trigger };
       try {
         claim = await claimNext();
       } catch (err) {
+        this.events.emit({ type: 'claim', ...ref, outcome: 'error' });
         this.log.error({ job: job.name, periodKey: key, attempt: n, err: { message: errorMessage(err) } }, 'claim failed');
         if (result.attempts.length === 0) {
           result.claim = 'error';
@@ -80,6 +88,9 @@ export class PeriodRunner {
         return result;
       }
       if (result.attempts.length === 0) result.claim = claim.outcome;
+      const counted = CLAIM_OUTCOME[claim.outcome];
+      if (counted) this.events.emit({ type: 'claim', ...ref, outcome: counted });
+      if (claim.outcome === 'skipped-overlap') this.events.emit({ type: 'skipped', job: job.name, reason: 'overlap', count: 1, first: scheduledAt, last: scheduledAt });
       if (claim.outcome !== 'won') {
         if (claim.outcome === 'skipped-overlap') {
           this.log.info({ job: job.name, periodKey: key, runningPeriod: claim.running?.periodKey }, 'period skipped: another run of the job is in flight (overlap: skip)');

@@ -13,6 +13,7 @@
  * That covers the periods nobody claimed while every node was down, those whose claim failed on the
  * store, and those whose lock winner died between its lock and its INSERT.
  */
+import { noEvents, type SchedulerObserver } from '../events/events.js';
 import { errorMessage } from '../errors.js';
 import type { Job, Trigger } from '../jobs/types.js';
 import type { Logger } from '../log.js';
@@ -180,6 +181,7 @@ export class Reconciler {
     private readonly log: Logger,
     /** The store's clock as this node estimates it (epoch ms). */
     private readonly clock: () => number = Date.now,
+    private readonly events: SchedulerObserver = noEvents,
   ) {}
 
   /**
@@ -270,9 +272,11 @@ export class Reconciler {
   }
 
   private async record(job: Job, periods: Date[], reason: SkipReason): Promise<number> {
-    return this.runs.insertSkipped(periods.map((p) => ({
+    const n = await this.runs.insertSkipped(periods.map((p) => ({
       job: job.name, scheduledAt: p, periodKey: periodKey(job.name, p), trigger: 'catch-up' as const, nodeId: this.nodeId, reason,
     })));
+    if (n > 0) this.events.emit({ type: 'skipped', job: job.name, reason, count: n, first: periods[0]!, last: periods[periods.length - 1]! });
+    return n;
   }
 
   private setThrough(job: string, through: number): void {

@@ -17,6 +17,7 @@ import type { Job } from '../jobs/types.js';
 import type { Logger } from '../log.js';
 import type { JobStore, RunRecord, RunStore } from '../store/types.js';
 import type { PeriodResult, PeriodRunner } from './period.js';
+import { noEvents, type SchedulerObserver } from '../events/events.js';
 
 /** Three re-declarations (see Reconciler's flush) missed in a row: no live node has the job. */
 export const JOB_SEEN_TTL_MS = 30_000;
@@ -35,6 +36,7 @@ export class Takeover {
     private readonly runner: PeriodRunner,
     private readonly nodeId: string,
     private readonly log: Logger,
+    private readonly events: SchedulerObserver = noEvents,
   ) {}
 
   /**
@@ -60,6 +62,10 @@ export class Takeover {
       const ended = await this.runs.takeOver(run, this.nodeId, reason, defined);
       if (!ended) continue;
       const log = this.log.child({ job: run.job, periodKey: run.periodKey, attempt: run.attempt, deadNode: run.nodeId });
+      this.events.emit({
+        type: 'takeover', job: run.job, periodKey: run.periodKey, scheduledAt: run.scheduledAt, attempt: run.attempt, deadNode: run.nodeId,
+        result: ended.status === 'failed' ? 'failed' : ended.next ? 'owed' : 'dropped',
+      });
       if (ended.status === 'failed') log.error('period failed: too many attempts ended without an outcome');
       else if (ended.next) log.warn({ nextAttempt: ended.next.attempt }, 'attempt abandoned (lease expired): the next attempt is owed');
       else log.warn('attempt abandoned (lease expired); its job is defined on no live node, nothing more is owed');
@@ -81,11 +87,17 @@ export class Takeover {
     return (await this.runs.now()) - row.seenAt < JOB_SEEN_TTL_MS;
   }
 
+  /** Why the last safeSweep() could not read the store (null when it could). */
+  lastError: string | null = null;
+
   /** sweep() that logs instead of throwing; null when the store could not be read. */
   async safeSweep(jobs: Map<string, Job>, options: SweepOptions = {}): Promise<Promise<PeriodResult>[] | null> {
     try {
-      return await this.sweep(jobs, options);
+      const started = await this.sweep(jobs, options);
+      this.lastError = null;
+      return started;
     } catch (err) {
+      this.lastError = errorMessage(err);
       this.log.warn({ err: { message: errorMessage(err) } }, 'owed-work sweep failed');
       return null;
     }
