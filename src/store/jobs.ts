@@ -6,13 +6,16 @@
 import type { Knex } from 'knex';
 import { Database } from './database.js';
 import { JOBS_TABLE } from './migrations.js';
-import type { JobRecord, JobStore } from './types.js';
+import type { JobRecord, JobStore, PauseChange } from './types.js';
 
 interface Row {
   name: string;
   first_seen_at: number | string;
   seen_at: number | string;
   reconciled_through: number | string | null;
+  paused: boolean | number | null;
+  paused_reason: string | null;
+  paused_at: number | string | null;
 }
 
 const toRecord = (r: Row): JobRecord => ({
@@ -20,6 +23,9 @@ const toRecord = (r: Row): JobRecord => ({
   firstSeenAt: Number(r.first_seen_at),
   seenAt: Number(r.seen_at),
   reconciledThrough: r.reconciled_through === null ? null : Number(r.reconciled_through),
+  paused: Boolean(r.paused),
+  pausedReason: r.paused ? r.paused_reason : null,
+  pausedAt: r.paused && r.paused_at !== null ? Number(r.paused_at) : null,
 });
 
 const CHUNK = 200;
@@ -69,5 +75,24 @@ export class KnexJobStore implements JobStore {
         }));
     }
     await this.touch(seen);
+  }
+
+  async setPaused(name: string, paused: boolean, reason: string | null = null): Promise<PauseChange> {
+    return this.db.wrap(paused ? 'pause job' : 'resume job', async () => this.knex.transaction(async (trx) => {
+      // A job the cluster has not run yet gets its row (anchor null: the first node to declare it sets it).
+      await this.db.dialect.insertMissing(trx, JOBS_TABLE, [{
+        name, first_seen_at: this.db.nowRaw(), seen_at: 0, reconciled_through: null,
+      }], ['name']);
+      const changed = await trx(JOBS_TABLE).where({ name }).whereNot('paused', paused)
+        .update(paused ? { paused: true, paused_reason: reason, paused_at: this.db.nowRaw() } : { paused: false, paused_reason: null, paused_at: null });
+      // A second pause with a new reason keeps the first instant, and takes the new reason.
+      if (!changed && paused && reason !== null) await trx(JOBS_TABLE).where({ name }).update({ paused_reason: reason });
+      return changed > 0 ? 'changed' : 'unchanged';
+    }));
+  }
+
+  async paused(): Promise<Map<string, { reason: string | null; pausedAt: number }>> {
+    const rows = await this.db.wrap('read paused jobs', () => this.knex(JOBS_TABLE).where('paused', true).select('name', 'paused_reason', 'paused_at'));
+    return new Map((rows as Row[]).map((r) => [r.name, { reason: r.paused_reason, pausedAt: Number(r.paused_at ?? 0) }]));
   }
 }

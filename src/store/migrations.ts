@@ -152,6 +152,24 @@ const migrations: Migration[] = [
       });
     },
   },
+  {
+    // Pause and resume, cluster-wide: kept on the job's row, read by every node's sweep and claims.
+    name: '0006_job_pause',
+    async up(knex) {
+      await knex.schema.alterTable(JOBS_TABLE, (t) => {
+        t.boolean('paused').notNullable().defaultTo(false);
+        t.string('paused_reason', 500).nullable();
+        t.bigInteger('paused_at').nullable(); // store clock
+      });
+    },
+    async down(knex) {
+      await knex.schema.alterTable(JOBS_TABLE, (t) => {
+        t.dropColumn('paused');
+        t.dropColumn('paused_reason');
+        t.dropColumn('paused_at');
+      });
+    },
+  },
 ];
 
 export const migrationSource: Knex.MigrationSource<Migration> = {

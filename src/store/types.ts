@@ -216,7 +216,15 @@ export interface JobRecord {
   seenAt: number;
   /** Every period of the job at or before this instant has a row (epoch ms); the catch-up anchor. */
   reconciledThrough: number | null;
+  /** Paused cluster-wide (`pause <job>`): its periods are recorded skipped (reason 'paused'). */
+  paused: boolean;
+  pausedReason: string | null;
+  /** Store clock, epoch ms; null when not paused. */
+  pausedAt: number | null;
 }
+
+/** What `pause` / `resume` did. */
+export type PauseChange = 'changed' | 'unchanged';
 
 export interface JobStore {
   get(names: string[]): Promise<Map<string, JobRecord>>;
@@ -224,4 +232,37 @@ export interface JobStore {
   declare(jobs: Array<{ name: string; reconciledThrough: number | null }>): Promise<Map<string, JobRecord>>;
   /** Moves reconciled_through forward (never back), and marks the `seen` jobs (default: all of them) as declared by a live node. */
   advance(through: Map<string, number>, seen?: string[]): Promise<void>;
+  /** Pauses (or resumes, with paused false) a job cluster-wide; creates its row when the cluster has not seen it yet. */
+  setPaused(name: string, paused: boolean, reason?: string | null): Promise<PauseChange>;
+  /** The paused jobs and why, in one statement (every node reads it on its sweep and claims). */
+  paused(): Promise<Map<string, { reason: string | null; pausedAt: number }>>;
+}
+
+export type NodeState = 'running' | 'stopping' | 'stopped';
+
+/** A node's row in the nodes table (`scheduler_nodes`), written by its own sweep. Instants: store clock, epoch ms. */
+export interface NodeRecord {
+  id: string;
+  host: string;
+  pid: number;
+  version: string;
+  startedAt: number;
+  heartbeatAt: number;
+  inFlight: number;
+  clockOffsetMs: number;
+  state: NodeState;
+}
+
+/** Cluster-wide facts about a job, read from the runs table in one statement for all jobs. */
+export interface JobSummary {
+  job: string;
+  /** The newest row by period (any status), with its status; null when the job never ran. */
+  last: { scheduledAt: number; status: RunStatus; finishedAt: number | null; attempt: number; error: string | null } | null;
+  /** The finish of the newest succeeded attempt (store clock), null if none. */
+  lastSuccessAt: number | null;
+  /** Within the window asked for: periods that ended failed/timed_out/abandoned with nothing owed, and missed periods. */
+  failures: number;
+  missed: number;
+  /** Rows running now. */
+  running: number;
 }

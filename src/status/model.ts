@@ -1,0 +1,114 @@
+/**
+ * What the read-only views show (the status page, `/api`, `/readyz`), as plain JSON-ready values:
+ * one model, so that the page and the API never disagree. Instants are ISO strings (UTC); local
+ * times are rendered in the job's zone by the views. Nothing here may carry a secret: the store is
+ * named by its kind only, Redis by the quorum's state.
+ */
+import type { QuorumState } from '../claim/lock.js';
+import type { NodeState, RunStatus } from '../store/types.js';
+
+export interface SummaryView {
+  nodeId: string;
+  version: string;
+  /** Nodes with a fresh heartbeat in the nodes table. */
+  nodesAlive: number;
+  store: { kind: 'sqlite' | 'mysql' | 'postgres'; state: 'ok' | 'down' };
+  redis: QuorumState;
+  jobs: number;
+  invalidJobs: number;
+  paused: number;
+  running: number;
+  /** Cluster-wide, over the last 24 h (read from the store). */
+  failures24h: number;
+  missed24h: number;
+  clockOffsetMs: number;
+  /** When the cluster-wide figures were read from the store (ISO), null before the first read. */
+  readAt: string | null;
+}
+
+export interface JobView {
+  name: string;
+  schedule: string;
+  timezone: string;
+  /** The next periods (ISO, UTC); the first is the next run. */
+  next: string[];
+  last: { scheduledAt: string; status: RunStatus; finishedAt: string | null; attempt: number; error: string | null } | null;
+  lastSuccessAt: string | null;
+  paused: { reason: string | null; since: string } | null;
+  /** Attempts of the job running now, cluster-wide. */
+  running: number;
+  failures24h: number;
+  missed24h: number;
+  overlap: 'skip' | 'allow';
+  timeout: number | null;
+  retries: number;
+  file: string;
+}
+
+export interface RunView {
+  job: string;
+  scheduledAt: string;
+  periodKey: string;
+  attempt: number;
+  trigger: string;
+  status: RunStatus;
+  reason: string | null;
+  nodeId: string;
+  startedAt: string | null;
+  finishedAt: string | null;
+  durationMs: number | null;
+  /** The first line of the error, at most 300 characters. */
+  error: string | null;
+}
+
+export interface PeriodView {
+  utc: string;
+  /** `YYYY-MM-DDTHH:mm:ss±hh:mm` in the job's zone. */
+  local: string;
+  /** Set when the zone's offset differs from the previous period's (a DST change in between). */
+  dst: string | null;
+}
+
+export interface JobDetailView {
+  job: JobView;
+  /** The last 100 attempts, newest first. */
+  runs: RunView[];
+  /** The next 10 periods, with DST changes marked. */
+  periods: PeriodView[];
+}
+
+export interface NodeView {
+  id: string;
+  host: string;
+  pid: number;
+  version: string;
+  startedAt: string;
+  heartbeatAt: string;
+  inFlight: number;
+  clockOffsetMs: number;
+  state: NodeState;
+  /** Heartbeat fresh (by the store's clock). */
+  alive: boolean;
+}
+
+export interface InvalidJobView {
+  file: string;
+  problems: string[];
+}
+
+export interface RunsQuery {
+  job?: string;
+  status?: RunStatus;
+  limit?: number;
+}
+
+/** Everything the views read, from one place. No method may query the store once per job. */
+export interface StatusReader {
+  summary(): Promise<SummaryView>;
+  jobs(): Promise<JobView[]>;
+  /** null: no such job on this node. */
+  job(name: string): Promise<JobDetailView | null>;
+  runs(query: RunsQuery): Promise<RunView[]>;
+  nodes(): Promise<NodeView[]>;
+  invalid(): InvalidJobView[];
+}
