@@ -8,7 +8,7 @@
 import { errorMessage } from '../errors.js';
 import type { Logger } from '../log.js';
 import { NODE_HEARTBEAT_MS } from '../store/nodes.js';
-import type { NodeOwner, NodeState, NodeStore } from '../store/types.js';
+import type { NodeState, NodeStore, RegisteredNode } from '../store/types.js';
 
 /** How often the rows of long-gone nodes are deleted (the first time at the first pulse). */
 const FORGET_EVERY_MS = 3600_000;
@@ -17,7 +17,7 @@ const STOP_WRITE_MS = 2000;
 
 export interface NodeHeartbeatOptions {
   store: NodeStore;
-  owner: NodeOwner;
+  owner: RegisteredNode;
   inFlight: () => number;
   clockOffsetMs: () => number;
   log: Logger;
@@ -61,7 +61,9 @@ export class NodeHeartbeat {
       this.lastBeat = performance.now();
       if (!ours && !this.warnedLost) {
         this.warnedLost = true;
-        log.warn({ nodeId: owner.id }, 'this node\'s row in the nodes table now belongs to another process (it judged this one gone after a silence): two processes share the node id');
+        // Another process registered the id: it judged this one gone (a silence past the liveness
+        // window), or it is a twin with the same host name and pid (containers given one fixed host name).
+        log.error({ nodeId: owner.id }, 'another process has taken this node id over in the nodes table: two processes share the node id; give each node its own SCHEDULER_NODE_ID');
       }
       if (performance.now() - this.lastForget >= FORGET_EVERY_MS) {
         this.lastForget = performance.now();

@@ -6,7 +6,7 @@
  */
 import { ConfigError } from '../errors.js';
 import type { Logger } from '../log.js';
-import type { ListedNode, NodeOwner, NodeStore } from '../store/types.js';
+import type { ListedNode, NodeStore, RegisteredNode } from '../store/types.js';
 import { packageVersion, pidAlive, thisProcess } from './identity.js';
 import { formatAge } from './view.js';
 
@@ -14,7 +14,7 @@ export function heldMessage(id: string, holder: ListedNode): string {
   return `node id "${id}" is held by a live process: host ${holder.host}, pid ${holder.pid}, heartbeat ${formatAge(holder.heartbeatAgeMs)} ago; set SCHEDULER_NODE_ID to another name`;
 }
 
-export async function registerNode(store: NodeStore, nodeId: string, clockOffsetMs: number, log: Logger): Promise<NodeOwner> {
+export async function registerNode(store: NodeStore, nodeId: string, clockOffsetMs: number, log: Logger): Promise<RegisteredNode> {
   const me = thisProcess(nodeId);
   const result = await store.register({ ...me, version: packageVersion(), clockOffsetMs }, pidAlive);
   if (result.outcome === 'held') throw new ConfigError(heldMessage(nodeId, result.holder));
@@ -23,5 +23,5 @@ export async function registerNode(store: NodeStore, nodeId: string, clockOffset
     log.info({ nodeId, previous: { host: previous.host, pid: previous.pid, state: previous.state, heartbeatAgeMs: previous.heartbeatAgeMs } },
       previous.alive ? 'node id taken over from a process of this host that is gone' : 'node id taken over from a process whose heartbeat had gone stale');
   }
-  return me;
+  return result.node;
 }

@@ -6,7 +6,7 @@
 import type { Knex } from 'knex';
 import { Database } from './database.js';
 import { NODES_TABLE } from './migrations.js';
-import type { ListedNode, NodeOwner, NodeRecord, NodeRegistration, NodeState, NodeStore, RegisterResult } from './types.js';
+import type { ListedNode, NodeOwner, NodeRecord, NodeRegistration, NodeState, NodeStore, RegisteredNode, RegisterResult } from './types.js';
 
 /** How often a daemon writes its heartbeat (at most; from its once-a-second sweep). */
 export const NODE_HEARTBEAT_MS = 5000;
@@ -58,7 +58,7 @@ export function heldByAnother(row: ListedNode, me: NodeOwner, pidAlive: (pid: nu
   return pidAlive(row.pid);
 }
 
-const ownerOf = (o: NodeOwner): NodeOwner => ({ id: o.id, host: o.host, pid: o.pid });
+const ownerOf = (o: RegisteredNode) => ({ id: o.id, host: o.host, pid: o.pid, started_at: o.startedAt });
 
 export class KnexNodeStore implements NodeStore {
   private readonly knex: Knex;
@@ -77,38 +77,41 @@ export class KnexNodeStore implements NodeStore {
   }
 
   async register(node: NodeRegistration, pidAlive: (pid: number) => boolean): Promise<RegisterResult> {
-    const fresh = {
-      host: node.host, pid: node.pid, version: node.version, started_at: this.db.nowRaw(), heartbeat_at: this.db.nowRaw(),
-      in_flight: 0, clock_offset_ms: Math.round(node.clockOffsetMs), state: 'running',
-    };
     return this.db.wrap('register node', async () => {
       for (let i = 0; i < REGISTER_TRIES; i++) {
         const previous = await this.read(node.id);
+        if (previous && heldByAnother(previous, node, pidAlive)) return { outcome: 'held', holder: previous };
+        // The start is read from the store's clock first, so that this process knows its row by it.
+        const startedAt = await this.db.now();
+        const registered: RegisteredNode = { id: node.id, host: node.host, pid: node.pid, startedAt };
+        const fresh = {
+          host: node.host, pid: node.pid, version: node.version, started_at: startedAt, heartbeat_at: this.db.nowRaw(),
+          in_flight: 0, clock_offset_ms: Math.round(node.clockOffsetMs), state: 'running',
+        };
         if (!previous) {
           // A new id; 0 inserted: another process inserted it between the read and here.
-          if ((await this.db.dialect.insertMissing(this.knex, NODES_TABLE, [{ id: node.id, ...fresh }], ['id'])) === 1) return { outcome: 'registered', previous: null };
+          if ((await this.db.dialect.insertMissing(this.knex, NODES_TABLE, [{ id: node.id, ...fresh }], ['id'])) === 1) return { outcome: 'registered', node: registered, previous: null };
           continue;
         }
-        if (heldByAnother(previous, node, pidAlive)) return { outcome: 'held', holder: previous };
         // Compare-and-set on the row as read: a process that wrote it meanwhile (another start with
         // this id, or the old process beating after all) makes this update match nothing.
         const changed = await this.knex(NODES_TABLE)
-          .where({ id: node.id, host: previous.host, pid: previous.pid, heartbeat_at: previous.heartbeatAt, state: previous.state })
+          .where({ id: node.id, host: previous.host, pid: previous.pid, started_at: previous.startedAt, heartbeat_at: previous.heartbeatAt, state: previous.state })
           .update(fresh);
-        if (changed === 1) return { outcome: 'registered', previous };
+        if (changed === 1) return { outcome: 'registered', node: registered, previous };
       }
       throw new Error(`node id "${node.id}": its row kept changing while this process registered (${REGISTER_TRIES} tries); another process is starting with the same id`);
     });
   }
 
-  async beat(owner: NodeOwner, status: { inFlight: number; clockOffsetMs: number; state: NodeState }): Promise<boolean> {
+  async beat(owner: RegisteredNode, status: { inFlight: number; clockOffsetMs: number; state: NodeState }): Promise<boolean> {
     const changed = await this.db.wrap('node heartbeat', () => this.knex(NODES_TABLE).where(ownerOf(owner)).update({
       heartbeat_at: this.db.nowRaw(), in_flight: status.inFlight, clock_offset_ms: Math.round(status.clockOffsetMs), state: status.state,
     }));
     return changed > 0;
   }
 
-  async setState(owner: NodeOwner, state: NodeState): Promise<boolean> {
+  async setState(owner: RegisteredNode, state: NodeState): Promise<boolean> {
     const changed = await this.db.wrap('set node state', () => this.knex(NODES_TABLE).where(ownerOf(owner)).update({
       state, heartbeat_at: this.db.nowRaw(), ...(state === 'stopped' ? { in_flight: 0 } : {}),
     }));

@@ -261,6 +261,16 @@ export interface NodeOwner {
   pid: number;
 }
 
+/**
+ * The row one process registered: heartbeats and state changes match it whole, its start included,
+ * so that a twin that took the id over (same host name and pid: containers given one fixed host
+ * name) is noticed rather than shared.
+ */
+export interface RegisteredNode extends NodeOwner {
+  /** Store clock, epoch ms. */
+  startedAt: number;
+}
+
 export interface NodeRegistration extends NodeOwner {
   version: string;
   clockOffsetMs: number;
@@ -276,7 +286,7 @@ export interface ListedNode extends NodeRecord {
 
 export type RegisterResult =
   /** `previous`: the row of the same id this one replaced (a restart, a crashed process), null for a new id. */
-  | { outcome: 'registered'; previous: ListedNode | null }
+  | { outcome: 'registered'; node: RegisteredNode; previous: ListedNode | null }
   /** Another live process holds the id: nothing was written. */
   | { outcome: 'held'; holder: ListedNode };
 
@@ -290,9 +300,9 @@ export interface NodeStore {
    */
   register(node: NodeRegistration, pidAlive: (pid: number) => boolean): Promise<RegisterResult>;
   /** The heartbeat (store clock) with what the node is doing; false when the row is no longer this process's. */
-  beat(owner: NodeOwner, status: { inFlight: number; clockOffsetMs: number; state: NodeState }): Promise<boolean>;
+  beat(owner: RegisteredNode, status: { inFlight: number; clockOffsetMs: number; state: NodeState }): Promise<boolean>;
   /** Sets the state (and the heartbeat); 'stopped' also zeroes the runs in flight. False when the row is not this process's. */
-  setState(owner: NodeOwner, state: NodeState): Promise<boolean>;
+  setState(owner: RegisteredNode, state: NodeState): Promise<boolean>;
   /** Nodes that beat (or stopped) within `recentMs` by the store's clock, by id. */
   list(options: { recentMs: number }): Promise<ListedNode[]>;
   /** Deletes the rows of nodes stopped or silent for longer than `olderThanMs` (default 7 days); returns how many. */

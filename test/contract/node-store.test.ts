@@ -13,7 +13,7 @@ import type { StoreConfig } from '../../src/config/config.js';
 import { Database } from '../../src/store/database.js';
 import { NODES_TABLE } from '../../src/store/migrations.js';
 import { KnexNodeStore, NODE_ALIVE_MS } from '../../src/store/nodes.js';
-import type { NodeRegistration } from '../../src/store/types.js';
+import type { NodeRegistration, RegisteredNode } from '../../src/store/types.js';
 import { createMariaDb, createPostgresDb } from '../helpers/databases.js';
 import { waitFor } from '../helpers/redis.js';
 
@@ -59,6 +59,12 @@ for (const backend of backends) {
     const node = (id: string, host: string, pid: number, extra: Partial<NodeRegistration> = {}): NodeRegistration => ({ id, host, pid, version: '1.2.3', clockOffsetMs: 0, ...extra });
     /** Moves a row's heartbeat back by `ms`, as if its node had been silent that long (the store API cannot). */
     const ageRow = (id: string, ms: number) => db.knex(NODES_TABLE).where({ id }).update({ heartbeat_at: db.knex.raw(`${db.dialect.nowMs} - ?`, [ms]) });
+    /** Registers a node that must get its id; returns its row's owner. */
+    const registered = async (n: NodeRegistration, pidAlive: (pid: number) => boolean = nonePids): Promise<RegisteredNode> => {
+      const r = await nodes.register(n, pidAlive);
+      if (r.outcome !== 'registered') throw new Error(`${n.id} is held by ${r.holder.host}/${r.holder.pid}`);
+      return r.node;
+    };
     const listed = async (id: string) => (await nodes.list({ recentMs: 86_400_000 })).find((n) => n.id === id);
 
     beforeAll(async () => {
@@ -78,12 +84,13 @@ for (const backend of backends) {
       const before = await db.now();
       const r = await nodes.register(node(id, 'db-2', 4242, { clockOffsetMs: -37.4 }), nonePids);
       const after = await db.now();
-      expect(r).toEqual({ outcome: 'registered', previous: null });
+      expect(r).toMatchObject({ outcome: 'registered', previous: null, node: { id, host: 'db-2', pid: 4242 } });
       const n = await listed(id);
+      expect(r.outcome === 'registered' && r.node.startedAt).toBe(n!.startedAt);
       expect(n).toMatchObject({ id, host: 'db-2', pid: 4242, version: '1.2.3', inFlight: 0, clockOffsetMs: -37, state: 'running', alive: true });
       expect(n!.startedAt).toBeGreaterThanOrEqual(before - 2);
       expect(n!.startedAt).toBeLessThanOrEqual(after + 2);
-      expect(n!.heartbeatAt).toBe(n!.startedAt);
+      expect(n!.heartbeatAt).toBeGreaterThanOrEqual(n!.startedAt);
       expect(n!.heartbeatAgeMs).toBeGreaterThanOrEqual(0);
       expect(n!.heartbeatAgeMs).toBeLessThan(NODE_ALIVE_MS);
     });
@@ -122,8 +129,7 @@ for (const backend of backends) {
       expect(await listed(stale)).toMatchObject({ host: 'web-9', pid: 7, alive: true });
 
       const stopped = `stopped-${uid()}`;
-      await nodes.register(node(stopped, 'db-2', 4242), nonePids);
-      expect(await nodes.setState({ id: stopped, host: 'db-2', pid: 4242 }, 'stopped')).toBe(true);
+      expect(await nodes.setState(await registered(node(stopped, 'db-2', 4242)), 'stopped')).toBe(true);
       const again = await nodes.register(node(stopped, 'web-9', 7), alivePids(4242));
       expect(again.outcome === 'registered' && again.previous).toMatchObject({ state: 'stopped', alive: false });
     });
@@ -152,8 +158,7 @@ for (const backend of backends) {
 
     it('beat refreshes the heartbeat by the store clock with the runs in flight, the offset and the state; only for its owner', async () => {
       const id = `beat-${uid()}`;
-      const owner = { id, host: 'db-2', pid: 4242 };
-      await nodes.register({ ...owner, version: '1.2.3', clockOffsetMs: 0 }, nonePids);
+      const owner = await registered(node(id, 'db-2', 4242));
       const first = (await listed(id))!;
       await waitFor('the store clock to move on', async () => (await db.now()) > first.heartbeatAt + 20, 5_000, 10);
       expect(await nodes.beat(owner, { inFlight: 3, clockOffsetMs: 250, state: 'running' })).toBe(true);
@@ -166,12 +171,19 @@ for (const backend of backends) {
       expect(await nodes.beat({ ...owner, host: 'web-9' }, { inFlight: 9, clockOffsetMs: 0, state: 'running' })).toBe(false);
       expect(await nodes.setState({ ...owner, pid: 1 }, 'stopped')).toBe(false);
       expect((await listed(id))!).toMatchObject({ inFlight: 3, state: 'running' });
+
+      // A twin (the same host name and pid: containers given one fixed host name) takes the row over
+      // as a restart would; the first process's beats then find the row no longer theirs.
+      await waitFor('the store clock to move on', async () => (await db.now()) > beaten.startedAt + 5, 5_000, 5);
+      const twin = await registered(node(id, 'db-2', 4242), alivePids(4242));
+      expect(twin.startedAt).toBeGreaterThan(owner.startedAt);
+      expect(await nodes.beat(owner, { inFlight: 1, clockOffsetMs: 0, state: 'running' })).toBe(false);
+      expect(await nodes.beat(twin, { inFlight: 1, clockOffsetMs: 0, state: 'running' })).toBe(true);
     });
 
     it("stopping keeps a node alive; stopped is not alive, with no run in flight; list shows what beat within recentMs", async () => {
       const id = `state-${uid()}`;
-      const owner = { id, host: 'db-2', pid: 4242 };
-      await nodes.register({ ...owner, version: '1.2.3', clockOffsetMs: 0 }, nonePids);
+      const owner = await registered(node(id, 'db-2', 4242));
       await nodes.beat(owner, { inFlight: 2, clockOffsetMs: 0, state: 'running' });
       expect(await nodes.setState(owner, 'stopping')).toBe(true);
       expect(await listed(id)).toMatchObject({ state: 'stopping', alive: true, inFlight: 2 });

@@ -78,8 +78,9 @@ describe('nodes', () => {
     // An id held by a live node of another host: its row, written (and kept fresh) through the store.
     const db = await Database.open({ kind: 'sqlite', path: ws.path('scheduler.db'), url: ws.sqliteStore() });
     const store = new KnexNodeStore(db);
-    const remote = { id: 'remote-1', host: 'db-2', pid: 4242 };
-    expect((await store.register({ ...remote, version: '0.0.1', clockOffsetMs: 0 }, () => false)).outcome).toBe('registered');
+    const registered = await store.register({ id: 'remote-1', host: 'db-2', pid: 4242, version: '0.0.1', clockOffsetMs: 0 }, () => false);
+    if (registered.outcome !== 'registered') throw new Error('remote-1 could not be registered');
+    const remote = registered.node;
     const beating = setInterval(() => void store.beat(remote, { inFlight: 0, clockOffsetMs: 0, state: 'running' }), 1000);
     cleanup(async () => {
       clearInterval(beating);
