@@ -111,4 +111,13 @@ describe('nodes', () => {
     const [stopped] = await nodes(ws);
     expect(stopped).toMatchObject({ id: 'node-a', pid: second.proc.pid, state: 'stopped', alive: false, inFlight: 0 });
   });
+
+  it('exit 4 with one line (password redacted) when the store cannot be reached', async () => {
+    const r = await runCli(['nodes', '--store', 'postgres://postgres:secret@127.0.0.1:1/none']);
+    expect(r.code, r.stderr).toBe(4);
+    expect(r.stderr.trim().split('\n')).toHaveLength(1);
+    expect(r.stderr).toMatch(/^scheduler: store postgres:\/\/postgres:\*\*\*@127\.0\.0\.1:1\/none cannot be reached/);
+    expect(r.stderr).not.toContain('secret');
+    expect(r.stdout).toBe('');
+  });
 });
