@@ -14,8 +14,9 @@ import { Reconciler } from './run/reconcile.js';
 import { Takeover } from './run/takeover.js';
 import { Database } from './store/database.js';
 import { KnexJobStore } from './store/jobs.js';
+import { KnexNodeStore } from './store/nodes.js';
 import { KnexRunStore } from './store/runs.js';
-import type { JobStore, RunStore } from './store/types.js';
+import type { JobStore, NodeStore, RunStore } from './store/types.js';
 import { StoreClock } from './time/store-clock.js';
 import { EventBus } from './events/events.js';
 
@@ -24,6 +25,7 @@ export interface Stores {
   db: Database;
   store: RunStore;
   jobStore: JobStore;
+  nodeStore: NodeStore;
   close(): Promise<void>;
 }
 
@@ -49,7 +51,7 @@ export async function openStores(config: Config): Promise<Stores> {
     await db.close().catch(() => {});
     throw err;
   }
-  return { db, store: new KnexRunStore(db), jobStore: new KnexJobStore(db), close: () => db.close() };
+  return { db, store: new KnexRunStore(db), jobStore: new KnexJobStore(db), nodeStore: new KnexNodeStore(db), close: () => db.close() };
 }
 
 /** The runs table alone (history, list, migrate): closing it closes its pool. */

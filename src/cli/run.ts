@@ -8,6 +8,8 @@ import { formatDuration } from '../time/duration.js';
 import { describeConfig } from '../config/config.js';
 import { jobsOf, setup, withCommonOptions, type CommonOptions } from './common.js';
 import { takeHeldSignals } from './signals.js';
+import { NodeHeartbeat } from '../nodes/heartbeat.js';
+import { registerNode } from '../nodes/register.js';
 
 export function runCommand(program: Command): void {
   withCommonOptions(program.command('run'), { json: false })
@@ -44,6 +46,12 @@ export function runCommand(program: Command): void {
       const { jobs, invalid } = loaded;
       for (const f of invalid) for (const p of f.problems) log.error({ file: f.file }, p);
       const rt = await openRuntime(config, log);
+      // Before any claim: another live process holding this node id refuses the start (exit 2).
+      const owner = await registerNode(rt.nodeStore, config.nodeId, rt.clock.reading().offsetMs, log).catch(async (err: unknown) => {
+        await rt.close().catch(() => {});
+        throw err;
+      });
+      const heartbeat = new NodeHeartbeat({ store: rt.nodeStore, owner, inFlight: () => rt.executor.size, clockOffsetMs: () => rt.clock.reading().offsetMs, log });
       log.info({ config: describeConfig(config), jobs: jobs.map((j) => j.name), invalidFiles: invalid.length, lock: rt.lock.kind }, 'daemon starting');
       if (jobs.length === 0) log.warn({ jobsDir: config.jobsDir }, 'no valid job to schedule');
 
@@ -52,7 +60,7 @@ export function runCommand(program: Command): void {
       process.on('unhandledRejection', (err) => log.error({ err: { message: errorMessage(err) } }, 'unhandled rejection (from a job body?); the daemon keeps running'));
 
       const scheduler = new Scheduler({ jobs, store: rt.store, runner: rt.runner, executor: rt.executor, takeover: rt.takeover, reconciler: rt.reconciler, log, now: () => new Date(rt.clock.now()),
-        events: rt.events, lockState: () => rt.lock.state(), clockReading: () => rt.clock.reading() });
+        events: rt.events, lockState: () => rt.lock.state(), clockReading: () => rt.clock.reading(), onSweep: () => heartbeat.pulse() });
       await scheduler.start();
       // Off the tick path: its own timer, first a minute after start, then hourly.
       const pruner = new RetentionPruner({ store: rt.store, retentionMs: config.retentionMs, jobs, log });
@@ -68,6 +76,7 @@ export function runCommand(program: Command): void {
           }
           stopping = true;
           void pruner.stop();
+          heartbeat.stopping();
           log.info({ signal, gracePeriod: formatDuration(config.gracePeriodMs) }, 'shutdown requested');
           void scheduler.stop(config.gracePeriodMs).then(resolve, (err) => {
             log.error({ err: { message: errorMessage(err) } }, 'error while stopping');
@@ -78,6 +87,7 @@ export function runCommand(program: Command): void {
         if (requested) onSignal(requested);
       });
       await pruner.stop();
+      await heartbeat.stopped();
       // Closing waits for the pools; a store that does not answer must not hold the exit.
       await Promise.race([rt.close(), new Promise((r) => setTimeout(r, 2000).unref())]);
       log.info('stopped');

@@ -64,6 +64,8 @@ export interface SchedulerOptions {
   lockState?: () => QuorumState;
   /** The clock offset to the store (looked at on each sweep). */
   clockReading?: () => { offsetMs: number; rttMs: number };
+  /** Called at every sweep, even while the previous one still runs (the node's heartbeat; it must not throw or block). */
+  onSweep?: () => void;
 }
 
 /** What the scheduler is doing, for read-only views (status page, /readyz, /api). */
@@ -165,6 +167,7 @@ export class Scheduler {
   /** Takeover of expired leases, due pending attempts, and the reconciling of recent periods. */
   private async sweep(): Promise<void> {
     this.observeDependencies();
+    this.options.onSweep?.();
     if (this.sweeping || this.stopped) return;
     this.sweeping = true;
     const { takeover, reconciler, log } = this.options;

@@ -8,6 +8,7 @@ import type { Knex } from 'knex';
 export const RUNS_TABLE = 'scheduler_runs';
 export const JOBS_TABLE = 'scheduler_jobs';
 export const MIGRATIONS_TABLE = 'scheduler_migrations';
+export const NODES_TABLE = 'scheduler_nodes';
 
 /** The indexes read newest first (ORDER BY started_at DESC, id DESC). */
 const ORDERED_INDEXES: Array<[string, string[]]> = [
@@ -168,6 +169,29 @@ const migrations: Migration[] = [
         t.dropColumn('paused_reason');
         t.dropColumn('paused_at');
       });
+    },
+  },
+  {
+    // The nodes table: each daemon's row, written by its own sweep (store clock), read by `nodes`
+    // and the status views, and checked at start so that two live processes never share an id.
+    name: '0007_nodes',
+    async up(knex) {
+      await knex.schema.createTable(NODES_TABLE, (t) => {
+        t.string('id', 100).notNullable().primary();
+        t.string('host', 255).notNullable();
+        t.integer('pid').notNullable();
+        t.string('version', 50).notNullable();
+        t.bigInteger('started_at').notNullable(); // store clock
+        t.bigInteger('heartbeat_at').notNullable(); // store clock
+        t.integer('in_flight').notNullable().defaultTo(0);
+        t.integer('clock_offset_ms').notNullable().defaultTo(0);
+        t.string('state', 16).notNullable();
+      });
+      // Node ids are compared byte-wise, as job names are: 'Web-1' and 'web-1' are two nodes.
+      if (knex.client.config.client === 'mysql2') await knex.raw('ALTER TABLE ?? MODIFY ?? VARCHAR(100) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL', [NODES_TABLE, 'id']);
+    },
+    async down(knex) {
+      await knex.schema.dropTableIfExists(NODES_TABLE);
     },
   },
 ];

@@ -253,6 +253,62 @@ export interface NodeRecord {
   state: NodeState;
 }
 
+/** The process a node row belongs to: the one that registered it. */
+export interface NodeOwner {
+  id: string;
+  /** `os.hostname()` of the machine (or container) it runs on. */
+  host: string;
+  pid: number;
+}
+
+/**
+ * The row one process registered: heartbeats and state changes match it whole, its start included,
+ * so that a twin that took the id over (same host name and pid: containers given one fixed host
+ * name) is noticed rather than shared.
+ */
+export interface RegisteredNode extends NodeOwner {
+  /** Store clock, epoch ms. */
+  startedAt: number;
+}
+
+export interface NodeRegistration extends NodeOwner {
+  version: string;
+  clockOffsetMs: number;
+}
+
+/** A node row as read, judged by the store's clock when it was read. */
+export interface ListedNode extends NodeRecord {
+  /** Not stopped, and its heartbeat is fresher than NODE_ALIVE_MS by the store's clock. */
+  alive: boolean;
+  /** How long before the read it last beat, by the store's clock. */
+  heartbeatAgeMs: number;
+}
+
+export type RegisterResult =
+  /** `previous`: the row of the same id this one replaced (a restart, a crashed process), null for a new id. */
+  | { outcome: 'registered'; node: RegisteredNode; previous: ListedNode | null }
+  /** Another live process holds the id: nothing was written. */
+  | { outcome: 'held'; holder: ListedNode };
+
+export interface NodeStore {
+  /**
+   * Writes this process's row (state 'running', started and heartbeat now by the store's clock),
+   * unless another live process holds the id: a row 'running' or 'stopping' with a fresh heartbeat,
+   * whose host differs from ours, or whose host is ours and whose pid is another one that
+   * `pidAlive` says is alive. Compare-and-set on the row read: of two processes registering the
+   * same id at once, one wins and the other sees the winner's row.
+   */
+  register(node: NodeRegistration, pidAlive: (pid: number) => boolean): Promise<RegisterResult>;
+  /** The heartbeat (store clock) with what the node is doing; false when the row is no longer this process's. */
+  beat(owner: RegisteredNode, status: { inFlight: number; clockOffsetMs: number; state: NodeState }): Promise<boolean>;
+  /** Sets the state (and the heartbeat); 'stopped' also zeroes the runs in flight. False when the row is not this process's. */
+  setState(owner: RegisteredNode, state: NodeState): Promise<boolean>;
+  /** Nodes that beat (or stopped) within `recentMs` by the store's clock, by id. */
+  list(options: { recentMs: number }): Promise<ListedNode[]>;
+  /** Deletes the rows of nodes stopped or silent for longer than `olderThanMs` (default 7 days); returns how many. */
+  forgetGone(olderThanMs?: number): Promise<number>;
+}
+
 /** Cluster-wide facts about a job, read from the runs table in one statement for all jobs. */
 export interface JobSummary {
   job: string;

@@ -1,0 +1,36 @@
+/** `nodes`: the live and recently stopped nodes, from the nodes table. */
+import type { Command } from 'commander';
+import { formatAge, formatOffset, nodeView, stateText } from '../nodes/view.js';
+import { openStores } from '../runtime.js';
+import type { ListedNode } from '../store/types.js';
+import { print, setup, table, withCommonOptions, type CommonOptions } from './common.js';
+
+/** Nodes stopped (or silent) longer ago than this are not shown. */
+const RECENT_MS = 86_400_000;
+
+/** Cuts a cell to `max` characters, so that the table fits 100 columns. */
+const cut = (text: string, max: number): string => (text.length <= max ? text : `${text.slice(0, max - 1)}…`);
+
+export function nodesCommand(program: Command): void {
+  withCommonOptions(program.command('nodes'))
+    .description('the live and recently stopped nodes (last 24 h): id, host, version, started, last heartbeat, runs in flight, clock offset to the store')
+    .action(async (options: CommonOptions) => {
+      const { config } = setup(options);
+      const stores = await openStores(config);
+      let nodes: ListedNode[];
+      try {
+        nodes = await stores.nodeStore.list({ recentMs: RECENT_MS });
+      } finally {
+        await stores.close();
+      }
+      // The live ones first, each group by id.
+      nodes.sort((a, b) => Number(b.alive) - Number(a.alive) || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+      print(options.json, nodes.map(nodeView), () => nodes.length === 0 ? 'no node has run in the last 24 h' : table([
+        ['ID', 'HOST', 'VERSION', 'STARTED', 'HEARTBEAT', 'RUNS', 'OFFSET', 'STATE'],
+        ...nodes.map((n) => [
+          cut(n.id, 22), cut(n.host, 18), cut(n.version, 7), `${formatAge(n.heartbeatAgeMs + n.heartbeatAt - n.startedAt)} ago`,
+          `${formatAge(n.heartbeatAgeMs)} ago`, String(n.inFlight), formatOffset(n.clockOffsetMs), stateText(n),
+        ]),
+      ]));
+    });
+}

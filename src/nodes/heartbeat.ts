@@ -1,0 +1,103 @@
+/**
+ * The daemon's row in the nodes table, kept fresh from its sweep: a heartbeat at most every
+ * NODE_HEARTBEAT_MS with the runs in flight and the clock offset. During the shutdown the sweeps have
+ * ended, so the row is beaten as 'stopping' on a timer of its own (a grace period may outlast the
+ * liveness window), and set 'stopped' at the end. Every write is best effort: the store may be down,
+ * and the sweep reports that already.
+ */
+import { errorMessage } from '../errors.js';
+import type { Logger } from '../log.js';
+import { NODE_HEARTBEAT_MS } from '../store/nodes.js';
+import type { NodeState, NodeStore, RegisteredNode } from '../store/types.js';
+
+/** How often the rows of long-gone nodes are deleted (the first time at the first pulse). */
+const FORGET_EVERY_MS = 3600_000;
+/** The last write at a stop waits at most this long for the store. */
+const STOP_WRITE_MS = 2000;
+
+export interface NodeHeartbeatOptions {
+  store: NodeStore;
+  owner: RegisteredNode;
+  inFlight: () => number;
+  clockOffsetMs: () => number;
+  log: Logger;
+  everyMs?: number;
+}
+
+export class NodeHeartbeat {
+  private state: NodeState = 'running';
+  /** Writes go one after the other, so that a heartbeat sent before a state change cannot land after it. */
+  private chain: Promise<void> = Promise.resolve();
+  private queued = 0;
+  /** Registration wrote the first heartbeat. */
+  private lastBeat = performance.now();
+  private lastForget = -Infinity;
+  private stoppingTimer: NodeJS.Timeout | undefined;
+  private warnedLost = false;
+  private readonly everyMs: number;
+
+  constructor(private readonly options: NodeHeartbeatOptions) {
+    this.everyMs = options.everyMs ?? NODE_HEARTBEAT_MS;
+  }
+
+  /** Called on every sweep; writes when the last heartbeat is NODE_HEARTBEAT_MS old. */
+  pulse(): void {
+    if (this.state !== 'running' || this.queued > 0 || performance.now() - this.lastBeat < this.everyMs) return;
+    void this.enqueue(() => this.beat());
+  }
+
+  private enqueue(op: () => Promise<void>): Promise<void> {
+    this.queued++;
+    this.chain = this.chain.then(op).finally(() => {
+      this.queued--;
+    });
+    return this.chain;
+  }
+
+  private async beat(): Promise<void> {
+    const { store, owner, log } = this.options;
+    try {
+      const ours = await store.beat(owner, { inFlight: this.options.inFlight(), clockOffsetMs: this.options.clockOffsetMs(), state: this.state });
+      this.lastBeat = performance.now();
+      if (!ours && !this.warnedLost) {
+        this.warnedLost = true;
+        // Another process registered the id: it judged this one gone (a silence past the liveness
+        // window), or it is a twin with the same host name and pid (containers given one fixed host name).
+        log.error({ nodeId: owner.id }, 'another process has taken this node id over in the nodes table: two processes share the node id; give each node its own SCHEDULER_NODE_ID');
+      }
+      if (performance.now() - this.lastForget >= FORGET_EVERY_MS) {
+        this.lastForget = performance.now();
+        const forgotten = await store.forgetGone();
+        if (forgotten > 0) log.info({ forgotten }, 'deleted the rows of nodes stopped or silent for over 7 days');
+      }
+    } catch (err) {
+      log.debug({ err: { message: errorMessage(err) } }, 'node heartbeat not written');
+    }
+  }
+
+  /** The shutdown started: state 'stopping' now, then beaten on its own timer (the sweeps have ended) until stopped(). */
+  stopping(): void {
+    if (this.state !== 'running') return;
+    this.state = 'stopping';
+    void this.enqueue(() => this.setState('stopping'));
+    this.stoppingTimer = setInterval(() => {
+      if (this.queued === 0) void this.enqueue(() => this.beat());
+    }, this.everyMs);
+    this.stoppingTimer.unref();
+  }
+
+  /** The shutdown ended: state 'stopped' (waits at most STOP_WRITE_MS for the store). */
+  async stopped(): Promise<void> {
+    if (this.stoppingTimer) clearInterval(this.stoppingTimer);
+    this.state = 'stopped';
+    await Promise.race([this.enqueue(() => this.setState('stopped')), new Promise((r) => setTimeout(r, STOP_WRITE_MS).unref())]);
+  }
+
+  private async setState(state: NodeState): Promise<void> {
+    try {
+      await this.options.store.setState(this.options.owner, state);
+    } catch (err) {
+      this.options.log.warn({ err: { message: errorMessage(err) }, state }, 'node state not written to the nodes table (the store does not answer)');
+    }
+  }
+}
