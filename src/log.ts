@@ -5,16 +5,33 @@
 import pino, { type Logger } from 'pino';
 import pretty from 'pino-pretty';
 import { loggerOptions } from './log-options.js';
+import { TerminalOutput } from './output/terminal.js';
 
 export type { Logger };
 export { loggerOptions };
 
-export function createLogger(level: string, destination: 'stdout' | 'stderr', base: Record<string, unknown> = {}): Logger {
+const terminals = new WeakMap<Logger, TerminalOutput>();
+
+/**
+ * `daemon`: under a terminal, the per-run lines go to debug (the run line replaces them; see
+ * output/terminal.ts). JSON logs are the same either way.
+ */
+export function createLogger(level: string, destination: 'stdout' | 'stderr', base: Record<string, unknown> = {}, opts: { daemon?: boolean } = {}): Logger {
   const fd = destination === 'stdout' ? 1 : 2;
   const stream = destination === 'stdout' ? process.stdout : process.stderr;
   const options = loggerOptions(level, base);
   if (stream.isTTY && process.env.SCHEDULER_LOG_FORMAT !== 'json') {
-    return pino(options, pretty({ destination: fd, colorize: true, sync: true, ignore: 'pid,hostname' }));
+    if (!opts.daemon) return pino(options, pretty({ destination: fd, colorize: true, sync: true, ignore: 'pid,hostname' }));
+    let logger: Logger | undefined;
+    const terminal = new TerminalOutput({ fd, colorize: pretty.isColorSupported, levelValue: () => logger?.levelVal ?? 30, demoteRunLines: true });
+    logger = pino(options, terminal);
+    terminals.set(logger, terminal);
+    return logger;
   }
   return pino(options, pino.destination({ dest: fd, sync: true }));
+}
+
+/** The terminal a daemon's logger prints to, or undefined for JSON logs. */
+export function terminalOf(log: Logger): TerminalOutput | undefined {
+  return terminals.get(log);
 }

@@ -58,9 +58,9 @@ export interface Setup {
   log: Logger;
 }
 
-export function setup(options: CommonOptions, destination: 'stdout' | 'stderr' = 'stderr'): Setup {
+export function setup(options: CommonOptions, destination: 'stdout' | 'stderr' = 'stderr', opts: { daemon?: boolean } = {}): Setup {
   const config = configFrom(options);
-  const log = createLogger(config.logLevel, destination, { node: config.nodeId });
+  const log = createLogger(config.logLevel, destination, { node: config.nodeId }, opts);
   return { config, log };
 }
 

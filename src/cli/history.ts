@@ -3,9 +3,11 @@ import { SchedulerError, errorMessage } from '../errors.js';
 import { openStore } from '../runtime.js';
 import { RUN_STATUSES, type RunStatus } from '../store/types.js';
 import type { Config } from '../config/config.js';
-import { jobsOf, parseCount, print, setup, table, withCommonOptions, type CommonOptions } from './common.js';
+import type { RunRecord } from '../store/types.js';
+import { formatLocal, relativeTime, truncate, zoneOffset } from '../time/display.js';
+import { jobsOf, parseCount, print, setup, withCommonOptions, type CommonOptions } from './common.js';
 import { unknownJob } from './next.js';
-import { durationText, runView } from './views.js';
+import { NAME_WIDTH, durationText, fittedTable, runView, wrapParts, type TimeView } from './views.js';
 
 export function historyCommand(program: Command): void {
   withCommonOptions(program.command('history'))
@@ -13,7 +15,8 @@ export function historyCommand(program: Command): void {
     .argument('[job]', 'only this job')
     .option('--limit <n>', 'how many runs', '50')
     .option('--status <status>', `only runs with this status (${RUN_STATUSES.join(', ')})`)
-    .action(async (job: string | undefined, options: CommonOptions & { limit: string; status?: string }) => {
+    .option('--utc', "show times in UTC instead of each job's zone")
+    .action(async (job: string | undefined, options: CommonOptions & { limit: string; status?: string; utc?: boolean }) => {
       const limit = parseCount('--limit', options.limit);
       if (options.status !== undefined && !RUN_STATUSES.includes(options.status as RunStatus)) {
         throw new SchedulerError('E_USAGE', `invalid --status ${options.status}: expected one of ${RUN_STATUSES.join(', ')}`);
@@ -29,15 +32,12 @@ export function historyCommand(program: Command): void {
           const any = options.status === undefined ? runs : await store.history({ job, limit: 1 });
           if (any.length === 0) await refuseUnknown(job, config);
         }
-        print(options.json, runs.map(runView), () => runs.length === 0 ? 'no runs recorded' : table([
-          ['JOB', 'PERIOD', 'ATTEMPT', 'TRIGGER', 'STATUS', 'NODE', 'STARTED', 'FINISHED', 'DURATION', 'ERROR / NOTE'],
-          ...runs.map((r) => [
-            r.job, r.scheduledAt.toISOString(), String(r.attempt), r.trigger,
-            r.reason ? `${r.status} (${r.reason})` : r.status === 'pending' ? `pending (due ${r.runAt?.toISOString() ?? '?'})` : r.status,
-            r.nodeId, r.status === 'pending' ? '' : r.startedAt.toISOString(),
-            r.finishedAt?.toISOString() ?? '', durationText(r.durationMs), (r.error ?? r.resultNote ?? '').split('\n')[0]!.slice(0, 80),
-          ]),
-        ]));
+        const zones = options.json || options.utc || runs.length === 0 ? new Map<string, string>() : await jobZones(config);
+        print(options.json, runs.map(runView), () => runs.length === 0 ? 'no runs recorded' : historyText(runs, {
+          now: new Date(),
+          // A removed job's rows (no file to read its zone from) are shown in UTC.
+          zoneOf: (name) => (options.utc ? 'UTC' : zones.get(name) ?? 'UTC'),
+        }));
       } finally {
         await store.close();
       }
@@ -54,4 +54,39 @@ async function refuseUnknown(job: string, config: Config): Promise<void> {
   }
   if (loaded.jobs.some((j) => j.name === job)) return;
   throw unknownJob(job, loaded.jobs.map((j) => j.name), loaded.invalid);
+}
+
+/** Each job's zone, from the jobs folder; none when it cannot be read (the rows are then shown in UTC). */
+async function jobZones(config: Config): Promise<Map<string, string>> {
+  try {
+    const { jobs } = await jobsOf(config);
+    return new Map(jobs.map((j) => [j.name, j.timezone]));
+  } catch {
+    return new Map();
+  }
+}
+
+/**
+ * Runs as text in 100 columns: a row of job, period (in the job's zone, with its offset), attempt,
+ * trigger, status and duration; under it the node, the start and the end (or when a pending attempt
+ * is due) and the reason; then the error or the result note.
+ */
+export function historyText(runs: RunRecord[], view: TimeView): string {
+  const rows: Array<{ cells: string[]; below?: string[] }> = [{ cells: ['JOB', 'PERIOD', 'ATTEMPT', 'TRIGGER', 'STATUS', 'DURATION'] }];
+  for (const r of runs) {
+    const zone = view.zoneOf(r.job);
+    const at = (d: Date) => formatLocal(d, zone, 'compact');
+    const details = [`node ${truncate(r.nodeId, NAME_WIDTH)}`];
+    if (r.status === 'pending') details.push(r.runAt ? `due ${at(r.runAt)} (${relativeTime(r.runAt, view.now)})` : 'due now');
+    else details.push(`started ${at(r.startedAt)} (${relativeTime(r.startedAt, view.now)})`, `finished ${r.finishedAt ? at(r.finishedAt) : '-'}`);
+    if (r.reason) details.push(`reason ${r.reason}`);
+    const below = wrapParts(details, '  ');
+    const problem = r.error ?? r.resultNote;
+    if (problem) below.push(truncate(`  ${r.error ? 'error' : 'note'}: ${problem.split('\n')[0]}`, 100));
+    rows.push({
+      cells: [truncate(r.job, NAME_WIDTH), `${at(r.scheduledAt)}${zoneOffset(r.scheduledAt, zone)}`, String(r.attempt), r.trigger, r.status, durationText(r.durationMs)],
+      below,
+    });
+  }
+  return fittedTable(rows, []);
 }

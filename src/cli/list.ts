@@ -3,14 +3,16 @@ import { openStore } from '../runtime.js';
 import { nextPeriods } from '../time/schedule.js';
 import { formatDuration } from '../time/duration.js';
 import { EXIT } from './exit.js';
-import { MAX_COUNT, jobsOf, parseCount, print, setup, table, withCommonOptions, type CommonOptions } from './common.js';
-import { runView } from './views.js';
+import { formatLocal, truncate } from '../time/display.js';
+import { MAX_COUNT, jobsOf, parseCount, print, setup, withCommonOptions, type CommonOptions } from './common.js';
+import { NAME_WIDTH, TEXT_WIDTH, fittedTable, runView, whenText, wrapParts } from './views.js';
 
 export function listCommand(program: Command): void {
   withCommonOptions(program.command('list'))
     .description('every job: schedule, time zone, next runs, last run and its status; invalid files with their error')
     .option('-n, --count <n>', `how many next periods per job (1 to ${MAX_COUNT}; the table shows the first unless -n is given)`, '3')
-    .action(async (options: CommonOptions & { count: string }, cmd: Command) => {
+    .option('--utc', "show times in UTC instead of each job's zone")
+    .action(async (options: CommonOptions & { count: string; utc?: boolean }, cmd: Command) => {
       const count = parseCount('-n', options.count);
       // The table shows one next period per job, or all of them when -n was asked for.
       const allInTable = cmd.getOptionValueSource('count') === 'cli';
@@ -42,15 +44,23 @@ export function listCommand(program: Command): void {
         lastRun: last.has(j.name) ? runView(last.get(j.name)!) : null,
       }));
       print(options.json, { jobs: views, invalid }, () => {
-        const rows = [['JOB', 'SCHEDULE', 'TIMEZONE', 'NEXT', 'LAST RUN', 'STATUS', 'OPTIONS']];
+        // Times in each job's zone (or UTC with --utc), with how far they are from now; every line fits 100 columns.
+        const zoneOf = (v: { timezone: string }) => (options.utc ? 'UTC' : v.timezone);
+        const rows: Array<{ cells: string[]; below?: string[] }> = [{ cells: ['JOB', 'SCHEDULE', 'TIMEZONE', options.utc ? 'NEXT (UTC)' : 'NEXT'] }];
         for (const v of views) {
-          rows.push([
-            v.name, v.schedule, v.timezone, v.enabled ? ((allInTable ? v.next.join(', ') : v.next[0]) || '-') : 'disabled',
-            v.lastRun ? v.lastRun.scheduledAt : '-', v.lastRun ? v.lastRun.status : '-',
-            `overlap=${v.overlap} catchUp=${formatDuration(v.catchUpMs)}${v.retries ? ` retries=${v.retries}` : ''}${v.timeoutMs ? ` timeout=${formatDuration(v.timeoutMs)}` : ''}`,
-          ]);
+          const zone = zoneOf(v);
+          const next = v.next.map((n) => new Date(n));
+          const last = v.lastRun ? `last ${whenText(new Date(v.lastRun.scheduledAt), zone, now)} ${v.lastRun.status}` : 'last -';
+          const opts = `overlap=${v.overlap} catchUp=${formatDuration(v.catchUpMs)}${v.retries ? ` retries=${v.retries}` : ''}${v.timeoutMs ? ` timeout=${formatDuration(v.timeoutMs)}` : ''}`;
+          const below = wrapParts([last, opts], '  ');
+          if (allInTable && next.length > 0) below.push(...wrapParts(next.map((d) => formatLocal(d, zone, 'compact')), '  next ', TEXT_WIDTH, ', '));
+          rows.push({
+            cells: [truncate(v.name, NAME_WIDTH), v.schedule, v.timezone, v.enabled ? (next[0] ? whenText(next[0], zone, now) : '-') : 'disabled'],
+            below,
+          });
         }
-        const lines = [table(rows)];
+        // A long expression or zone is cut, never the job's name or its next time.
+        const lines = [fittedTable(rows, [1, 2])];
         for (const f of invalid) lines.push(`INVALID ${f.file}:`, ...f.problems.map((p) => `  ${p}`));
         return lines.join('\n');
       });

@@ -10,6 +10,10 @@ import { jobsOf, setup, withCommonOptions, type CommonOptions } from './common.j
 import { takeHeldSignals } from './signals.js';
 import { NodeHeartbeat } from '../nodes/heartbeat.js';
 import { registerNode } from '../nodes/register.js';
+import { terminalOf } from '../log.js';
+import { RunLineObserver } from '../output/terminal.js';
+import { startupSummary } from '../output/summary.js';
+import { currentBody } from '../run/body-scope.js';
 
 export function runCommand(program: Command): void {
   withCommonOptions(program.command('run'), { json: false })
@@ -18,7 +22,7 @@ export function runCommand(program: Command): void {
     .option('--http <addr>', "the HTTP server's address (planned: probes, metrics, status page): host:port or off (SCHEDULER_HTTP, default off)")
     .option('--retention <duration|off>', 'finished runs older than this are pruned in the background, hourly (SCHEDULER_RETENTION, default 30d)')
     .action(async (options: CommonOptions) => {
-      const { config, log } = setup(options, 'stdout');
+      const { config, log } = setup(options, 'stdout', { daemon: true });
       // Signals are handled from the start: a SIGTERM while the jobs load or the store opens is a clean
       // stop, not death by the signal's default action. SIGHUP is logged and ignored (reload comes later).
       let requested: NodeJS.Signals | undefined;
@@ -53,11 +57,29 @@ export function runCommand(program: Command): void {
       });
       const heartbeat = new NodeHeartbeat({ store: rt.nodeStore, owner, inFlight: () => rt.executor.size, clockOffsetMs: () => rt.clock.reading().offsetMs, log });
       log.info({ config: describeConfig(config), jobs: jobs.map((j) => j.name), invalidFiles: invalid.length, lock: rt.lock.kind }, 'daemon starting');
+      // Under a terminal: a few lines instead of the configuration, and one line per run outcome.
+      const terminal = terminalOf(log);
+      if (terminal) {
+        terminal.lines(startupSummary(config, { jobs: jobs.length, invalidFiles: invalid.length }));
+        const zones = new Map(jobs.map((j) => [j.name, j.timezone]));
+        rt.events.add(new RunLineObserver(terminal, (job) => zones.get(job)));
+      }
       if (jobs.length === 0) log.warn({ jobsDir: config.jobsDir }, 'no valid job to schedule');
 
       // A job's stray callback must not take the whole node down with it.
-      process.on('uncaughtException', (err) => log.error({ err: { message: errorMessage(err), stack: (err as Error).stack } }, 'uncaught exception (from a job body?); the daemon keeps running'));
-      process.on('unhandledRejection', (err) => log.error({ err: { message: errorMessage(err) } }, 'unhandled rejection (from a job body?); the daemon keeps running'));
+      // The body's scope names the job when the callback that threw came from one (see body-scope.ts).
+      process.on('uncaughtException', (err) => {
+        const body = currentBody();
+        const fields = { err: { message: errorMessage(err), stack: (err as Error).stack } };
+        if (body) log.error({ ...body, ...fields }, `uncaught exception from the body of job ${body.job}; the daemon keeps running`);
+        else log.error(fields, 'uncaught exception (from a job body?); the daemon keeps running');
+      });
+      process.on('unhandledRejection', (err) => {
+        const body = currentBody();
+        const fields = { err: { message: errorMessage(err) } };
+        if (body) log.error({ ...body, ...fields }, `unhandled rejection from the body of job ${body.job}; the daemon keeps running`);
+        else log.error(fields, 'unhandled rejection (from a job body?); the daemon keeps running');
+      });
 
       const scheduler = new Scheduler({ jobs, store: rt.store, runner: rt.runner, executor: rt.executor, takeover: rt.takeover, reconciler: rt.reconciler, log, now: () => new Date(rt.clock.now()),
         events: rt.events, lockState: () => rt.lock.state(), clockReading: () => rt.clock.reading(), onSweep: () => heartbeat.pulse() });

@@ -1,5 +1,6 @@
 /** How runs are shown by `history`, `list` and `run-once`. */
 import type { RunRecord } from '../store/types.js';
+import { formatLocal, relativeTime, truncate } from '../time/display.js';
 
 export function runView(r: RunRecord) {
   return {
@@ -28,4 +29,61 @@ export function runView(r: RunRecord) {
 export function durationText(ms: number | null | undefined): string {
   if (ms === null || ms === undefined) return '';
   return ms < 1000 ? `${ms}ms` : `${(ms / 1000).toFixed(ms < 10_000 ? 2 : 1)}s`;
+}
+
+/** The width every line of `list` and `history` text fits in. */
+export const TEXT_WIDTH = 100;
+/** Job names longer than this are cut (with `…`) in tables. */
+export const NAME_WIDTH = 30;
+
+/** How `list` and `history` show instants: in the job's zone (`UTC` with `--utc`), relative to `now`. */
+export interface TimeView {
+  now: Date;
+  /** The zone to show a job's times in. */
+  zoneOf(job: string): string;
+}
+
+/** `12-01 14:00:03 (in 3m)`. */
+export function whenText(at: Date, zone: string, now: Date): string {
+  return `${formatLocal(at, zone, 'compact')} (${relativeTime(at, now)})`;
+}
+
+/**
+ * Parts joined with ` · ` on lines of at most `width` characters, each line starting with `indent`;
+ * a part longer than a line is cut.
+ */
+export function wrapParts(parts: string[], indent: string, width = TEXT_WIDTH, separator = ' · '): string[] {
+  const lines: string[] = [];
+  let line = '';
+  for (const part of parts) {
+    if (line !== '' && indent.length + line.length + separator.length + part.length <= width) line += separator + part;
+    else {
+      if (line !== '') lines.push(indent + line);
+      line = truncate(part, width - indent.length);
+    }
+  }
+  if (line !== '') lines.push(indent + line);
+  return lines;
+}
+
+/**
+ * A padded table whose rows fit `width`: the `shrink` columns (widest first) are cut with `…` until
+ * they do. Each row may carry lines of its own, printed under it.
+ */
+export function fittedTable(rows: Array<{ cells: string[]; below?: string[] }>, shrink: number[], width = TEXT_WIDTH, minWidth = 8): string {
+  if (rows.length === 0) return '';
+  const widths = rows[0]!.cells.map((_, i) => rows.reduce((w, r) => Math.max(w, (r.cells[i] ?? '').length), 0));
+  const total = () => widths.reduce((a, b) => a + b, 0) + 2 * (widths.length - 1);
+  while (total() > width) {
+    const candidates = shrink.filter((i) => widths[i]! > minWidth);
+    if (candidates.length === 0) break;
+    const widest = candidates.reduce((a, b) => (widths[b]! > widths[a]! ? b : a));
+    widths[widest] = widths[widest]! - 1;
+  }
+  const out: string[] = [];
+  for (const r of rows) {
+    out.push(r.cells.map((c, i) => (i === r.cells.length - 1 ? truncate(c, widths[i]!) : truncate(c, widths[i]!).padEnd(widths[i]!))).join('  ').trimEnd());
+    out.push(...(r.below ?? []));
+  }
+  return out.join('\n');
 }

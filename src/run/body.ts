@@ -13,6 +13,7 @@ import type { RunOutcome, RunRecord } from '../store/types.js';
 import { describeThrown, serialiseResult } from './outcome.js';
 import { DEFAULT_WORKER_GRACE_MS, runInWorker } from './isolation/worker-body.js';
 import type { LoopWatchdog } from './isolation/watchdog.js';
+import { inBodyScope } from './body-scope.js';
 
 export const STATUS_ON_ABORT: Record<AbortReason, RunOutcome['status']> = {
   timeout: 'timed_out',
@@ -93,7 +94,8 @@ function inline(b: BodyRun): Promise<Settled> {
       const watched = b.watchdog?.enter({ job: job.name, periodKey: run.periodKey, runId: run.id });
       let result: unknown;
       try {
-        result = job.run(ctx);
+        // The body's callbacks carry its name, for the daemon's handler of what they throw.
+        result = inBodyScope({ job: job.name, periodKey: run.periodKey, attempt: run.attempt }, () => job.run(ctx));
       } catch (err) {
         watched?.returned();
         watched?.ended();

@@ -402,9 +402,10 @@ describe('run-once on SQLite', () => {
     expect(await p.history('--status', 'pending')).toEqual([owed]);
     expect(await p.history('flaky', '--status', 'pending')).toEqual([owed]);
     expect(await p.history('--status', 'failed')).toEqual([failed]);
-    const text = await p.cli(['history', '--status', 'pending']);
+    const text = await p.cli(['history', '--status', 'pending', '--utc']);
     expectCode(text, 0);
-    expect(text.stdout).toContain(`pending (due ${owed.runAt})`);
+    expect(text.stdout).toMatch(/ pending\n/);
+    expect(text.stdout).toContain(`due ${owed.runAt!.slice(5, 19).replace('T', ' ')} (`);
     expect(text.stdout).not.toContain('attempt 1 fails');
   });
 

@@ -1,0 +1,130 @@
+/**
+ * The daemon's output under a terminal: one short line per log line (pino-pretty, single line), one
+ * line per run outcome (from the `run-finished` event), and the per-run log lines that JSON keeps
+ * (`run started`, `run succeeded`, ...) shown at debug only. JSON logs are not touched: this is only
+ * the destination of the logger when stdout is a TTY.
+ */
+import { writeSync } from 'node:fs';
+import { prettyFactory } from 'pino-pretty';
+import type { SchedulerEvent, SchedulerObserver } from '../events/events.js';
+import { formatLocal, localParts, relativeTime, truncate } from '../time/display.js';
+
+/** Lines the daemon logs at info for JSON readers that a person at a terminal reads as the run line instead. */
+export const TERMINAL_DEBUG_MESSAGES: ReadonlySet<string> = new Set([
+  'run started', 'run succeeded', 'run failed', 'run timed_out', 'run abandoned', 'run interrupted', 'run skipped',
+  'next attempt owed (pending)',
+  // The start-up summary replaces these two (see summary.ts).
+  'daemon starting', 'scheduler started',
+]);
+
+const DEBUG = 20;
+
+export interface TerminalOptions {
+  fd: number;
+  colorize: boolean;
+  /** The logger's level now (it may change after start). */
+  levelValue: () => number;
+  /** Show the per-run lines at debug (the daemon); other commands keep them as they are. */
+  demoteRunLines: boolean;
+}
+
+/** A pino destination (one JSON line per write) that prints readable lines, and other lines of ours. */
+export class TerminalOutput {
+  private readonly pretty: (line: unknown) => string;
+  constructor(private readonly options: TerminalOptions) {
+    this.pretty = prettyFactory({
+      colorize: options.colorize, singleLine: true, translateTime: 'SYS:HH:MM:ss',
+      // The node is named once, in the start-up summary; the run id is in the store.
+      ignore: 'pid,hostname,node,runId',
+      // The same time as the run lines, without brackets.
+      customPrettifiers: { time: (t: string | object) => String(t) },
+    });
+  }
+
+  /** pino's side: one JSON log line. */
+  write(line: string): void {
+    let out = line;
+    if (this.options.demoteRunLines) {
+      let record: { level?: unknown; msg?: unknown } | undefined;
+      try {
+        record = JSON.parse(line) as { level?: unknown; msg?: unknown };
+      } catch {
+        record = undefined;
+      }
+      // The run line says the same (a failure in red), so a warned failure goes to debug too.
+      if (record && typeof record.msg === 'string' && TERMINAL_DEBUG_MESSAGES.has(record.msg)) {
+        if (this.options.levelValue() > DEBUG) return;
+        out = JSON.stringify({ ...record, level: 'debug' });
+      }
+    }
+    this.print(this.pretty(out));
+  }
+
+  /** Lines of our own (the summary, run lines), each prefixed with the time like the log lines. */
+  lines(lines: string[], now = new Date()): void {
+    const time = this.options.colorize ? `\x1b[2m${clock(now)}\x1b[22m` : clock(now);
+    this.print(lines.map((l, i) => (i === 0 ? `${time} ${l}` : `         ${l}`)).join('\n') + '\n');
+  }
+
+  colour(text: string, code: number): string {
+    return this.options.colorize ? `\x1b[${code}m${text}\x1b[39m` : text;
+  }
+
+  private print(text: string): void {
+    // Synchronous, like the JSON destination: a line is out before the process can die.
+    try {
+      writeSync(this.options.fd, text);
+    } catch {
+      // A closed terminal must not break the daemon.
+    }
+  }
+}
+
+function clock(d: Date): string {
+  return [d.getHours(), d.getMinutes(), d.getSeconds()].map((n) => String(n).padStart(2, '0')).join(':');
+}
+
+/** `1.2s`, `850ms`, `2m05s`. */
+export function shortDuration(ms: number): string {
+  if (ms < 1000) return `${Math.round(ms)}ms`;
+  if (ms < 60_000) return `${(ms / 1000).toFixed(1)}s`;
+  const s = Math.round(ms / 1000);
+  return s < 3600 ? `${Math.floor(s / 60)}m${String(s % 60).padStart(2, '0')}s` : `${Math.floor(s / 3600)}h${String(Math.floor((s % 3600) / 60)).padStart(2, '0')}m`;
+}
+
+type RunFinished = Extract<SchedulerEvent, { type: 'run-finished' }>;
+
+/**
+ * The run line: `✓ nightly-report  2026-12-01 14:00 Asia/Shanghai  succeeded  1.2s`, then what is
+ * worth knowing about an attempt that was not a plain scheduled success (its trigger, attempt,
+ * error, the retry owed, an outcome this node could not record).
+ */
+export function runLine(e: RunFinished, zone: string, now: Date, colour: (text: string, code: number) => string = (t) => t): string {
+  const ok = e.status === 'succeeded';
+  const mark = ok ? colour('✓', 32) : e.status === 'skipped' ? colour('-', 33) : colour('✗', 31);
+  const seconds = localParts(e.scheduledAt, zone).second !== '00';
+  const period = `${formatLocal(e.scheduledAt, zone, seconds ? 'full' : 'minute')} ${zone}`;
+  const parts = [`${mark} ${e.job}`, period, ok ? e.status : colour(e.status, 31), shortDuration(e.durationMs)];
+  const notes: string[] = [];
+  if (e.trigger !== 'schedule') notes.push(e.trigger);
+  if (e.attempt > 1) notes.push(`attempt ${e.attempt}`);
+  if (e.nextAttempt) {
+    const due = e.nextAttempt.runAt ? relativeTime(e.nextAttempt.runAt, now) : 'now';
+    notes.push(`attempt ${e.nextAttempt.attempt} due ${due}`);
+  }
+  if (!e.recorded) notes.push('not recorded');
+  let line = parts.join('  ');
+  if (notes.length > 0) line += `  (${notes.join(', ')})`;
+  if (e.error) line += `: ${truncate(e.error.split('\n')[0]!, Math.max(20, 100 - line.length))}`;
+  return line;
+}
+
+/** Prints one run line per `run-finished` event this node emits. */
+export class RunLineObserver implements SchedulerObserver {
+  constructor(private readonly out: TerminalOutput, private readonly zoneOf: (job: string) => string | undefined) {}
+  emit(event: SchedulerEvent): void {
+    if (event.type !== 'run-finished') return;
+    const now = new Date();
+    this.out.lines([runLine(event, this.zoneOf(event.job) ?? 'UTC', now, (t, c) => this.out.colour(t, c))], now);
+  }
+}

@@ -1,0 +1,81 @@
+/**
+ * `list` and `history` as people read them: every line within 100 columns whatever the names, times
+ * in the job's zone (UTC with --utc) with how far from now, and every field history promises.
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { historyText } from '../../src/cli/history.js';
+import type { RunRecord } from '../../src/store/types.js';
+import { runCli } from '../helpers/cli.js';
+import { removeTempDirs, tempDir } from './_fixtures.js';
+
+afterAll(removeTempDirs);
+
+const LONG_NAME = 'settlement-of-the-previous-business-day-x'; // 41 characters
+const now = new Date('2026-12-01T08:00:00Z');
+
+function run(over: Partial<RunRecord>): RunRecord {
+  const scheduledAt = over.scheduledAt ?? new Date('2026-12-01T06:00:00Z');
+  return {
+    id: '1', job: LONG_NAME, scheduledAt, periodKey: `${over.job ?? LONG_NAME}@${scheduledAt.toISOString()}`, shard: 0, attempt: 1,
+    trigger: 'catch-up', status: 'failed', reason: null, nodeId: 'a-node-name-that-is-far-too-long-to-print-whole-1234',
+    startedAt: new Date('2026-12-01T06:00:00.100Z'), claimedAt: new Date('2026-12-01T06:00:00.050Z'), runAt: null,
+    finishedAt: new Date('2026-12-01T06:00:03.350Z'), durationMs: 3250, heartbeatAt: null, leaseMs: 30_000, result: null, resultNote: null,
+    error: `Error: ${'the upstream refused the settlement batch because '.repeat(4)}\n    at stack`, errorStack: null, ...over,
+  };
+}
+
+describe('history text', () => {
+  const zones: Record<string, string> = { [LONG_NAME]: 'Asia/Kolkata', short: 'Asia/Shanghai' };
+  const view = { now, zoneOf: (job: string) => zones[job] ?? 'UTC' };
+
+  it('fits 100 columns and shows job, period, attempt, trigger, status, node, started, finished, duration and error', () => {
+    const text = historyText([run({})], view);
+    const lines = text.split('\n');
+    for (const l of lines) expect(l.length, l).toBeLessThanOrEqual(100);
+    expect(lines[0]).toMatch(/^JOB +PERIOD +ATTEMPT +TRIGGER +STATUS +DURATION$/);
+    // The name cut to 30 with an ellipsis; the period in Kolkata's time with its offset.
+    expect(lines[1]).toMatch(/^settlement-of-the-previous-bu… {2}12-01 11:30:00\+05:30 {2}1 +catch-up {2}failed {2}3\.25s$/);
+    expect(lines[2]).toBe('  node a-node-name-that-is-far-too-l… · started 12-01 11:30:00 (1h ago) · finished 12-01 11:30:03');
+    expect(lines[3]).toMatch(/^ {2}error: Error: the upstream refused .*…$/);
+    expect(lines[3]).toHaveLength(100);
+  });
+
+  it('a pending attempt shows when it is due; a skipped one its reason; a removed job is in UTC; the zone of --utc is UTC', () => {
+    const pending = run({ job: 'short', attempt: 2, status: 'pending', runAt: new Date('2026-12-01T08:03:00Z'), finishedAt: null, durationMs: null, error: null });
+    const skipped = run({ job: 'gone', status: 'skipped', reason: 'coalesced', durationMs: null, error: null, trigger: 'schedule' });
+    const lines = historyText([pending, skipped], view).split('\n');
+    expect(lines[1]).toMatch(/^short +12-01 14:00:00\+08 +2 +catch-up +pending$/);
+    expect(lines[2]).toMatch(/^ {2}node \S+ · due 12-01 16:03:00 \(in 3m\)$/);
+    expect(lines[3]).toMatch(/^gone +12-01 06:00:00Z +1 +schedule +skipped$/);
+    // Details that do not fit the line go on the next one.
+    expect(lines.slice(4)).toEqual([expect.stringMatching(/^ {2}node \S+ · started 12-01 06:00:00 \(1h ago\) · finished 12-01 06:00:03$/), '  reason coalesced']);
+    const utc = historyText([pending], { now, zoneOf: () => 'UTC' }).split('\n');
+    expect(utc[1]).toMatch(/^short +12-01 06:00:00Z /);
+    expect(utc[2]).toContain('due 12-01 08:03:00 (in 3m)');
+  });
+});
+
+describe('list text', () => {
+  it('fits 100 columns with a long name, expression and zone; next and last in the job\'s zone, or UTC with --utc', async () => {
+    const dir = join(tempDir('cron-unit-text-'), 'jobs');
+    mkdirSync(dir);
+    writeFileSync(join(dir, 'a.mjs'), `export default { name: '${LONG_NAME}', schedule: '0 0,15,30,45 9-17 * * 1-5', timezone: 'America/Argentina/Buenos_Aires', retries: 3, timeout: '10m', async run() {} };`);
+    writeFileSync(join(dir, 'b.mjs'), `export default { name: 'tokyo-midnight', schedule: '@daily', timezone: 'Asia/Tokyo', async run() {} };`);
+    const store = `sqlite:${join(tempDir('cron-unit-text-store-'), 's.db')}`;
+    const local = await runCli(['list', '-n', '20', '--jobs', dir], { env: { SCHEDULER_STORE: store }, timeoutMs: 30_000 });
+    expect(local.code, local.stderr).toBe(0);
+    const lines = local.stdout.trimEnd().split('\n');
+    for (const l of lines) expect(l.length, l).toBeLessThanOrEqual(100);
+    expect(lines.find((l) => l.startsWith('settlement-of-the-previous-bu… '))).toBeDefined();
+    const tokyo = lines.find((l) => l.startsWith('tokyo-midnight '))!;
+    expect(tokyo).toMatch(/ @daily +Asia\/Tokyo +\d\d-\d\d 00:00:00 \(in \d+[smh]\)$/);
+    expect(lines[lines.indexOf(tokyo) + 1]).toBe('  last - · overlap=skip catchUp=15m');
+
+    const utc = await runCli(['list', '--utc', '--jobs', dir], { env: { SCHEDULER_STORE: store }, timeoutMs: 30_000 });
+    expect(utc.code, utc.stderr).toBe(0);
+    expect(utc.stdout).toMatch(/^JOB +SCHEDULE +TIMEZONE +NEXT \(UTC\)$/m);
+    expect(utc.stdout).toMatch(/^tokyo-midnight +@daily +Asia\/Tokyo +\d\d-\d\d 15:00:00 \(in \d+[smh]\)$/m);
+  });
+});
