@@ -43,6 +43,16 @@ const firstLine = (text: string | null | undefined): string | null => {
  * (an alert is for losing it, `down`, and for regaining it after that).
  */
 export function alertFor(event: SchedulerEvent, node: string, at: Date, redisBefore: string): Alert | null {
+  const alert = alertOf(event, node, at, redisBefore);
+  return alert && { scope: alert.scope, body: ordered(alert.body) };
+}
+
+/** The documented key order, whatever order the body was built in. */
+function ordered(b: AlertBody): AlertBody {
+  return { kind: b.kind, job: b.job, period: b.period, periodKey: b.periodKey, attempt: b.attempt, status: b.status, error: b.error, count: b.count, node: b.node, at: b.at, id: b.id };
+}
+
+function alertOf(event: SchedulerEvent, node: string, at: Date, redisBefore: string): Alert | null {
   const base = { node, at: at.toISOString(), count: 1, job: null, period: null, periodKey: null, attempt: null, status: null, error: null };
   switch (event.type) {
     case 'run-finished': {

@@ -6,6 +6,7 @@
  * it again: delivery is at least once).
  */
 import type { Knex } from 'knex';
+import { StoreUnavailableError } from '../errors.js';
 import type { Database } from '../store/database.js';
 import { ALERTS_TABLE } from '../store/migrations.js';
 import { storableText } from '../store/runs.js';
@@ -80,15 +81,26 @@ export class AlertOutbox {
    * and holds the row for `leaseMs` (store clock). Rows another node claimed first are left out.
    */
   async claimDue(nodeId: string, leaseMs: number, limit = 20): Promise<AlertRecord[]> {
-    const due = (q: Knex.QueryBuilder) => q.whereIn('state', ['pending', 'sending']).andWhereRaw(`next_at <= ${this.db.dialect.nowMs}`);
-    const candidates = (await this.db.wrap('read due alerts', () => due(this.knex(ALERTS_TABLE).select('id')).orderBy('next_at', 'asc').limit(limit))) as Array<{ id: number | string }>;
+    const candidates = (await this.db.wrap('read due alerts', () => this.knex(ALERTS_TABLE).select('id', 'state', 'next_at', 'attempts')
+      .whereIn('state', ['pending', 'sending']).andWhereRaw(`next_at <= ${this.db.dialect.nowMs}`)
+      .orderBy('next_at', 'asc').limit(limit))) as Array<Pick<Row, 'id' | 'state' | 'next_at' | 'attempts'>>;
     const claimed: AlertRecord[] = [];
-    for (const { id } of candidates) {
-      // The due condition again, in the UPDATE: of two nodes that read the same row, one updates it.
-      const updated = await this.db.wrap('claim alert', () => due(this.knex(ALERTS_TABLE).where({ id }))
-        .update({ state: 'sending', claimed_by: nodeId, claimed_at: this.db.nowRaw(), next_at: this.db.nowPlus(leaseMs), attempts: this.knex.raw('attempts + 1') }));
-      if (Number(updated) === 0) continue;
-      const row = await this.db.wrap('read alert', () => this.knex(ALERTS_TABLE).where({ id, claimed_by: nodeId, state: 'sending' }).first<Row | undefined>());
+    for (const seen of candidates) {
+      // Compare-and-set on the row as read (every claim and every failure changes next_at and
+      // attempts or state): of two nodes that read the same row, one updates it. The primary key
+      // leads, so that InnoDB locks that one row (no range of the state index).
+      let updated: number;
+      try {
+        updated = Number(await this.db.wrap('claim alert', () => this.knex(ALERTS_TABLE)
+          .where({ id: seen.id, state: seen.state, next_at: seen.next_at, attempts: seen.attempts })
+          .update({ state: 'sending', claimed_by: nodeId, claimed_at: this.db.nowRaw(), next_at: this.db.nowPlus(leaseMs), attempts: Number(seen.attempts) + 1 })));
+      } catch (err) {
+        // A deadlock or lock wait with another claimer: that row is theirs, or due again next round.
+        if (err instanceof StoreUnavailableError && err.transient) continue;
+        throw err;
+      }
+      if (updated === 0) continue;
+      const row = await this.db.wrap('read alert', () => this.knex(ALERTS_TABLE).where({ id: seen.id, claimed_by: nodeId, state: 'sending' }).first<Row | undefined>());
       if (row) claimed.push(toRecord(row));
     }
     return claimed;
