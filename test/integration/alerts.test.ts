@@ -8,7 +8,7 @@ import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import { describe, expect, it } from 'vitest';
 import { runCli } from '../helpers/cli.js';
 import { jobSource } from '../helpers/job-sources.js';
-import { waitFor } from '../helpers/redis.js';
+import { freePort, RedisServer, waitFor } from '../helpers/redis.js';
 import { singleNode } from '../helpers/single-node.js';
 import { waitForLog } from './cluster-scenario.js';
 
@@ -135,6 +135,31 @@ export default {
     }
     expect(a.logs().find((l) => l.msg === 'daemon starting')).toMatchObject({ config: { alertWebhook: expect.stringMatching(/^http:\/\/127\.0\.0\.1:\d+\/\*\*\*$/), alertToken: '***' } });
   }, 180_000);
+
+  it('node alerts: this node losing and regaining its Redis quorum is POSTed from memory (redis_lost, then redis_back)', async () => {
+    const ws = workspace();
+    const hook = await receiver(0);
+    const redis = new RedisServer(await freePort());
+    cleanup(() => redis.cleanup());
+    await redis.start();
+    ws.writeJob('beat.mjs', jobSource(`schedule: '* * * * * *', catchUp: '1s',`));
+    const d = start(ws, { SCHEDULER_ALERT_WEBHOOK: hook.url, SCHEDULER_REDIS: redis.url, SCHEDULER_REDIS_PREFIX: `alerts-${process.pid}:` });
+    await waitForLog(d, 'the daemon to schedule', 'scheduler started');
+    await redis.stop();
+    await waitFor('redis_lost', () => hook.received.some((r) => r.body.kind === 'redis_lost'), 30_000, 100);
+    await redis.start();
+    await waitFor('redis_back', () => hook.received.some((r) => r.body.kind === 'redis_back'), 30_000, 100);
+    expect(await d.stop()).toBe(0);
+    const kinds = hook.received.map((r) => r.body.kind);
+    expect(kinds).toEqual(['redis_lost', 'redis_back']);
+    for (const r of hook.received) {
+      expect(r.body).toMatchObject({ job: null, period: null, periodKey: null, attempt: null, status: null, count: 1, node: 'alerts-a' });
+      expect(r.body.id).toBe(`alerts-a:${r.body.kind}:${r.body.at}`);
+      expect(r.headers['idempotency-key']).toBe(r.body.id);
+      expect(r.headers.authorization).toBeUndefined();
+    }
+    expect(hook.received[0]!.body.error).toMatch(/quorum is lost/);
+  }, 90_000);
 
   it('a bad webhook URL or token is refused at start: exit 2, one line naming the setting, secrets redacted', async () => {
     const ws = workspace();
