@@ -81,8 +81,12 @@ export class Alerter implements SchedulerObserver {
     this.armDelivery(0);
   }
 
-  /** Stops the timers; waits (at most `deadlineMs`) for the outbox writes queued and the POSTs in flight. */
-  async stop(deadlineMs = 3000): Promise<void> {
+  /**
+   * Stops the timers; waits (at most `deadlineMs`) for the outbox writes queued and the POSTs in
+   * flight. `finalRound`: then one more delivery round, so that a short-lived process (`run-once`)
+   * sends what it wrote itself (else any daemon does, within a second or two).
+   */
+  async stop(deadlineMs = 3000, finalRound = false): Promise<void> {
     const deadline = new Promise<void>((resolve) => setTimeout(resolve, deadlineMs).unref());
     await Promise.race([this.drainWrites(), deadline]);
     this.stopped = true;
@@ -90,6 +94,7 @@ export class Alerter implements SchedulerObserver {
     clearTimeout(this.nodeTimer);
     clearTimeout(this.writeRetry);
     await Promise.race([Promise.allSettled([this.delivering, this.sendingNode]), deadline]);
+    if (finalRound) await Promise.race([this.deliverRound(), deadline]);
     if (this.toWrite.length > 0) this.log.error({ alerts: this.toWrite.map((b) => b.id) }, 'stopping: alerts not written to the store are lost');
   }
 

@@ -9,14 +9,18 @@ import type { Runtime } from '../runtime.js';
 import { Alerter } from './alerter.js';
 import { FailureHooks } from './on-failure.js';
 import { AlertOutbox } from './outbox.js';
-import { Webhook } from './webhook.js';
+import { POST_TIMEOUT_MS, Webhook } from './webhook.js';
 
 export interface AttachedAlerts {
   /** Waits (bounded) for queued outbox writes, POSTs and hooks in flight, then stops the timers. */
   stop(): Promise<void>;
 }
 
-export function attachAlerts(config: Config, rt: Pick<Runtime, 'db' | 'events' | 'clock' | 'lock'>, jobs: Job[], log: Logger): AttachedAlerts {
+/**
+ * `oneShot`: a `run-once` process, which stops soon: on stop it delivers what it wrote (waiting up to
+ * a POST's timeout), as no daemon may be running to do it.
+ */
+export function attachAlerts(config: Config, rt: Pick<Runtime, 'db' | 'events' | 'clock' | 'lock'>, jobs: Job[], log: Logger, options: { oneShot?: boolean } = {}): AttachedAlerts {
   const hooks = new FailureHooks(jobs, config.nodeId, log);
   const detachHooks = rt.events.add(hooks);
   let alerter: Alerter | undefined;
@@ -33,7 +37,7 @@ export function attachAlerts(config: Config, rt: Pick<Runtime, 'db' | 'events' |
     async stop() {
       await hooks.drain(2000);
       detachHooks();
-      await alerter?.stop(3000);
+      await (options.oneShot ? alerter?.stop(POST_TIMEOUT_MS + 2000, true) : alerter?.stop(3000));
       detachAlerter();
     },
   };

@@ -161,6 +161,22 @@ export default {
     expect(hook.received[0]!.body.error).toMatch(/quorum is lost/);
   }, 90_000);
 
+  it('run-once: a period that fails there alerts too (delivered before the process exits) and calls onFailure', async () => {
+    const ws = workspace();
+    const hook = await receiver(0);
+    ws.writeJob('broken.mjs', `import { appendFileSync } from 'node:fs';
+export default {
+  schedule: '0 0 1 1 *',
+  async run() { throw new Error('no database'); },
+  onFailure(ctx, outcome) { appendFileSync(${JSON.stringify(ws.path('on-failure.jsonl'))}, JSON.stringify(outcome) + '\\n'); },
+};
+`);
+    const r = await runCli(['run-once', 'broken'], { cwd: ws.dir, env: { SCHEDULER_STORE: ws.sqliteStore(), SCHEDULER_JOBS_DIR: ws.jobsDir, SCHEDULER_NODE_ID: 'once-node', SCHEDULER_ALERT_WEBHOOK: hook.url } });
+    expect(r.code, r.stderr).toBe(1);
+    expect(hook.received.map((x) => [x.status, x.body.kind, x.body.job, x.body.attempt, x.body.error, x.body.node])).toEqual([[200, 'failed', 'broken', 1, 'no database', 'once-node']]);
+    expect(ws.records('on-failure.jsonl')).toMatchObject([{ status: 'failed', error: 'no database', attempt: 1, trigger: 'manual', periodKey: hook.received[0]!.body.periodKey }]);
+  }, 60_000);
+
   it('a bad webhook URL or token is refused at start: exit 2, one line naming the setting, secrets redacted', async () => {
     const ws = workspace();
     ws.writeJob('beat.mjs', jobSource(`schedule: '* * * * * *',`));
