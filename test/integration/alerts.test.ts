@@ -21,7 +21,7 @@ interface Received {
 }
 
 /** A webhook receiver that answers 500 for `refuseMs` after the first request, then 200. */
-async function receiver(refuseMs: number): Promise<{ url: string; received: Received[] }> {
+async function receiver(refuseMs: number): Promise<{ url: string; received: Received[]; accept(): void }> {
   const received: Received[] = [];
   let refuseUntil: number | undefined;
   const server: Server = createServer((req, res) => {
@@ -39,7 +39,7 @@ async function receiver(refuseMs: number): Promise<{ url: string; received: Rece
   cleanup(() => new Promise<void>((resolve) => server.close(() => resolve())));
   const { port } = server.address() as { port: number };
   // The path and the query carry secrets, as Slack-style and ?token= webhooks do.
-  return { url: `http://127.0.0.1:${port}/hooks/PATHSECRET42?key=QUERYSECRET42`, received };
+  return { url: `http://127.0.0.1:${port}/hooks/PATHSECRET42?key=QUERYSECRET42`, received, accept: () => (refuseUntil = 0) };
 }
 
 const TOKEN = 'TOKENSECRET42';
@@ -116,7 +116,7 @@ export default {
     const missedAlerts = accepted.filter((r) => r.body.kind === 'missed' && r.body.job === 'beat');
     expect(missedRows.length).toBeGreaterThan(0);
     expect(missedAlerts.reduce((n, r) => n + r.body.count, 0)).toBe(missedRows.length);
-    for (const r of missedAlerts) expect(r.body).toMatchObject({ status: 'skipped', attempt: null, node: 'alerts-a' });
+    for (const r of missedAlerts) expect(r.body).toMatchObject({ status: 'skipped', attempt: null });
     expect(missedAlerts.map((r) => r.body.period).sort()[0]).toBe(missedRows.map((r) => r.scheduledAt).sort()[0]);
 
     // onFailure: once per failed period, with its outcome.
@@ -135,6 +135,34 @@ export default {
     }
     expect(a.logs().find((l) => l.msg === 'daemon starting')).toMatchObject({ config: { alertWebhook: expect.stringMatching(/^http:\/\/127\.0\.0\.1:\d+\/\*\*\*$/), alertToken: '***' } });
   }, 180_000);
+
+  it('an alert owed by a node killed before it could deliver is delivered by another node, with the same id', async () => {
+    const ws = workspace();
+    const hook = await receiver(600_000);
+    // Only its first period fails: one alert.
+    const marker = ws.path('failed-once');
+    ws.writeJob('flaky.mjs', jobSource(`schedule: '* * * * * *', catchUp: '1s',`,
+      `if (!existsSync(${JSON.stringify(marker)})) { (await import('node:fs')).writeFileSync(${JSON.stringify(marker)}, ''); throw new Error('down'); }`));
+    const env = { SCHEDULER_ALERT_WEBHOOK: hook.url };
+    const a = start(ws, env);
+    // Refused, and due again in 5 s: node a dies meanwhile.
+    await waitFor('a refused alert', () => a.logs().some((l) => l.msg === 'alert not delivered; trying again later'), 30_000, 50);
+    a.proc.kill('SIGKILL');
+    await a.exited;
+    const owed = hook.received.filter((r) => r.status === 500).map((r) => r.body.id);
+    hook.accept();
+    const b = start(ws, { ...env, SCHEDULER_NODE_ID: 'alerts-b' });
+    await waitFor('node b to deliver what node a owed', () => owed.every((id) => hook.received.some((r) => r.status === 200 && r.body.id === id)), 60_000, 100);
+    expect(await b.stop()).toBe(0);
+    expect(owed.length).toBe(1);
+    for (const id of owed) {
+      const accepted = hook.received.filter((r) => r.status === 200 && r.body.id === id);
+      expect(accepted.length, id).toBe(1);
+      // Recorded by node a, delivered by node b (its log says so).
+      expect(accepted[0]!.body).toMatchObject({ kind: 'failed', node: 'alerts-a', job: 'flaky' });
+      expect(b.logs().some((l) => l.msg === 'alert sent' && l.alert === id)).toBe(true);
+    }
+  }, 90_000);
 
   it('node alerts: this node losing and regaining its Redis quorum is POSTed from memory (redis_lost, then redis_back)', async () => {
     const ws = workspace();
