@@ -1,7 +1,8 @@
 /** Public API for job files and embedders. */
 import type { JobDefinition } from './jobs/types.js';
 
-export type { JobContext, JobDefinition, Trigger, AbortReason, Duration } from './jobs/types.js';
+export type { JobContext, JobDefinition, Trigger, AbortReason, Duration, FailureContext, FailureOutcome } from './jobs/types.js';
+export type { AlertBody, AlertKind } from './alerts/body.js';
 export type { RunRecord, RunStatus, RunStore } from './store/types.js';
 export type { LockProvider, Lease } from './claim/lock.js';
 export { SchedulerError, ConfigError } from './errors.js';

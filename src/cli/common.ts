@@ -21,6 +21,8 @@ export interface CommonOptions {
   maxResultSize?: string;
   /** Only `run` has the flag. */
   http?: string;
+  /** Only `run` has the flag. */
+  alertWebhook?: string;
   json?: boolean;
 }
 
@@ -48,7 +50,7 @@ export function configFrom(options: CommonOptions, extra: ConfigFlags = {}): Con
       redisPrefix: options.redisPrefix, nodeId: options.nodeId, timezone: options.timezone,
       logLevel: options.logLevel, gracePeriod: options.gracePeriod, retention: options.retention,
       loadTimeout: options.loadTimeout, isolation: options.isolation, maxResultSize: options.maxResultSize,
-      http: options.http, ...extra,
+      http: options.http, alertWebhook: options.alertWebhook, ...extra,
     },
   });
 }

@@ -10,6 +10,7 @@ import { Executor, type AttemptResult } from '../run/execute.js';
 import { dryRunPass, parsePeriod, runManual, runPass } from '../run/pass.js';
 import type { PeriodResult } from '../run/period.js';
 import { EXIT } from './exit.js';
+import { attachAlerts } from '../alerts/index.js';
 import { jobsOf, print, setup, table, withCommonOptions, type CommonOptions } from './common.js';
 import { unknownJob } from './next.js';
 import { durationText } from './views.js';
@@ -78,11 +79,14 @@ Examples:
         }
       } else {
         const rt = await openRuntime(config, log);
+        // Failed periods of this pass alert and call onFailure as the daemon's do.
+        const alerts = attachAlerts(config, rt, jobs, log, { oneShot: true });
         try {
           if (period) period = parsePeriod(selected[0]!, options.period!, new Date(rt.clock.now()));
           if (names.length === 0) collect(report, await runPass(rt, jobs.filter((j) => j.enabled)));
           else await manual(rt, selected, period, options.force === true, report);
         } finally {
+          await alerts.stop();
           await rt.close();
         }
       }

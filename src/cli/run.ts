@@ -14,12 +14,14 @@ import { terminalOf } from '../log.js';
 import { RunLineObserver } from '../output/terminal.js';
 import { startupSummary } from '../output/summary.js';
 import { currentBody } from '../run/body-scope.js';
+import { attachAlerts } from '../alerts/index.js';
 
 export function runCommand(program: Command): void {
   withCommonOptions(program.command('run'), { json: false })
     .description('the daemon: schedule every valid job until SIGTERM or SIGINT')
     .option('--grace-period <duration>', 'how long in-flight runs may finish after SIGTERM (SCHEDULER_GRACE_PERIOD, default 30s)')
     .option('--http <addr>', "the HTTP server's address (planned: probes, metrics, status page): host:port or off (SCHEDULER_HTTP, default off)")
+    .option('--alert-webhook <url>', 'POST a JSON alert here on failed, timed-out, missed and abandoned periods and lost dependencies (SCHEDULER_ALERT_WEBHOOK, default none)')
     .option('--retention <duration|off>', 'finished runs older than this are pruned in the background, hourly (SCHEDULER_RETENTION, default 30d)')
     .action(async (options: CommonOptions) => {
       const { config, log } = setup(options, 'stdout', { daemon: true });
@@ -81,6 +83,8 @@ export function runCommand(program: Command): void {
         else log.error(fields, 'unhandled rejection (from a job body?); the daemon keeps running');
       });
 
+      // Before the scheduler starts: alerts observe its events (never on the run path).
+      const alerts = attachAlerts(config, rt, jobs, log);
       const scheduler = new Scheduler({ jobs, store: rt.store, runner: rt.runner, executor: rt.executor, takeover: rt.takeover, reconciler: rt.reconciler, log, now: () => new Date(rt.clock.now()),
         events: rt.events, lockState: () => rt.lock.state(), clockReading: () => rt.clock.reading(), onSweep: () => heartbeat.pulse() });
       await scheduler.start();
@@ -109,7 +113,8 @@ export function runCommand(program: Command): void {
         if (requested) onSignal(requested);
       });
       await pruner.stop();
-      await heartbeat.stopped();
+      // Side by side: each waits a few seconds at most for a store that may be away.
+      await Promise.all([heartbeat.stopped(), alerts.stop()]);
       // Closing waits for the pools; a store that does not answer must not hold the exit.
       await Promise.race([rt.close(), new Promise((r) => setTimeout(r, 2000).unref())]);
       log.info('stopped');

@@ -13,6 +13,7 @@ import { isValidTimezone } from '../time/schedule.js';
 import type { Isolation } from '../jobs/types.js';
 import { DEFAULT_MAX_RESULT_BYTES, formatSize } from '../run/outcome.js';
 import { redactUrl } from './redact.js';
+import { redactWebhookUrl } from '../alerts/webhook.js';
 
 export type StoreConfig =
   | { kind: 'sqlite'; path: string; url: string }
@@ -38,6 +39,10 @@ export interface Config {
   isolation: Isolation;
   /** A body's result whose JSON is larger than this is not stored (the run gets a resultNote). */
   maxResultBytes: number;
+  /** Where alerts are POSTed (SCHEDULER_ALERT_WEBHOOK, an http(s) URL); null: no alerts. A secret: shown redacted. */
+  alertWebhook: string | null;
+  /** Sent as `Authorization: Bearer <token>` with each alert (SCHEDULER_ALERT_TOKEN); never shown. */
+  alertToken: string | null;
   /** Where the config file came from, if any (for messages). */
   configFile?: string;
 }
@@ -73,6 +78,9 @@ const SETTINGS = {
   loadTimeout: { env: 'SCHEDULER_LOAD_TIMEOUT', flag: '--load-timeout' },
   isolation: { env: 'SCHEDULER_ISOLATION', flag: '--isolation' },
   maxResultSize: { env: 'SCHEDULER_MAX_RESULT_SIZE', flag: '--max-result-size' },
+  alertWebhook: { env: 'SCHEDULER_ALERT_WEBHOOK', flag: '--alert-webhook' },
+  // No flag on any command (a flag shows in `ps`); the name is only for messages.
+  alertToken: { env: 'SCHEDULER_ALERT_TOKEN', flag: '--alert-token' },
 } as const;
 
 export type SettingName = keyof typeof SETTINGS;
@@ -187,8 +195,11 @@ export function loadConfig(options: LoadOptions = {}): Config {
   const maxResultBytes = parseSize(resultRaw.value);
   if (maxResultBytes === undefined || maxResultBytes > MAX_RESULT_SIZE_LIMIT) fail(resultRaw, SIZE_EXPECTED);
 
+  const alertWebhook = parseAlertWebhook(pick('alertWebhook'), fail);
+  const alertToken = parseAlertToken(pick('alertToken'), fail);
+
   return {
-    jobsDir, store, redis, redisPrefix, nodeId, timezone, http,
+    jobsDir, store, redis, redisPrefix, nodeId, timezone, http, alertWebhook, alertToken,
     logLevel: logLevel.data as string,
     gracePeriodMs: gracePeriodMs as number,
     retentionMs,
@@ -265,6 +276,34 @@ function parseHttp(r: Raw, fail: Fail): Config['http'] {
   return { host: match[1].replace(/^\[|\]$/g, ''), port };
 }
 
+const WEBHOOK_EXPECTED = 'an http:// or https:// URL with a host (the alert webhook), or no value for no alerts';
+
+function parseAlertWebhook(r: Raw | undefined, fail: Fail): string | null {
+  if (r === undefined) return null;
+  // The URL may carry a token (path, query, password): shown redacted whatever is wrong with it.
+  const shown = typeof r.value === 'string' ? { ...r, value: redactWebhookUrl(r.value.trim()) } : { ...r, value: '***' };
+  if (typeof r.value !== 'string') return fail(shown, WEBHOOK_EXPECTED);
+  const value = r.value.trim();
+  if (value === '') return null;
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    return fail(shown, WEBHOOK_EXPECTED);
+  }
+  if ((url.protocol !== 'http:' && url.protocol !== 'https:') || !url.hostname) return fail(shown, WEBHOOK_EXPECTED);
+  return value;
+}
+
+function parseAlertToken(r: Raw | undefined, fail: Fail): string | null {
+  if (r === undefined) return null;
+  // A header value: no control characters (a newline would split the request), no spaces at the ends.
+  if (typeof r.value !== 'string' || r.value.trim() === '' || /[\u0000-\u001f\u007f]/.test(r.value)) {
+    return fail({ ...r, value: '***' }, 'a token of visible characters (sent as Authorization: Bearer <token>)');
+  }
+  return r.value.trim();
+}
+
 export const RETENTION_EXPECTED = "a duration such as '30d', '12h' or '1d12h' (more than 0), or 'off'";
 
 /** How long finished rows are kept: a positive duration, or 'off' (null: never pruned). */
@@ -315,6 +354,8 @@ export function describeConfig(config: Config): Record<string, unknown> {
     loadTimeout: formatDuration(config.loadTimeoutMs),
     isolation: config.isolation,
     maxResultSize: formatSize(config.maxResultBytes),
+    alertWebhook: config.alertWebhook === null ? null : redactWebhookUrl(config.alertWebhook),
+    alertToken: config.alertToken === null ? null : '***',
     configFile: config.configFile ?? null,
   };
 }

@@ -29,6 +29,35 @@ export interface JobContext {
 
 export type Duration = number | string;
 
+/** The first argument of a job's `onFailure`: which period failed, and where the hook runs. */
+export interface FailureContext {
+  job: string;
+  /** The period instant. */
+  scheduledAt: Date;
+  periodKey: string;
+  /** The attempt that ended the period. */
+  attempt: number;
+  /** The node that recorded the failure (and calls the hook). */
+  nodeId: string;
+  /** Aborted with reason 'timeout' when the hook's time is up (the job's timeout, else 30 s). */
+  signal: AbortSignal;
+  log: Logger;
+}
+
+/** The second argument of `onFailure`: how the period ended. */
+export interface FailureOutcome {
+  /** 'failed' (also: the last attempt was abandoned) or 'timed_out'. */
+  status: 'failed' | 'timed_out';
+  /** The error's message, as recorded. */
+  error: string | null;
+  attempt: number;
+  /** The period instant. */
+  period: Date;
+  periodKey: string;
+  /** Null when the period ended by a takeover (its node stopped heartbeating). */
+  trigger: Trigger | null;
+}
+
 /** Where a job body runs: in the scheduler's own thread, or in a worker thread that can be terminated. */
 export type Isolation = 'inline' | 'worker';
 
@@ -63,6 +92,12 @@ export interface JobDefinition<R = unknown> {
    */
   isolation?: Isolation;
   run(ctx: JobContext): R | Promise<R>;
+  /**
+   * Called once per failed period (after its last attempt failed or timed out, or was abandoned with
+   * no attempt left), by the node that recorded it, after the outcome is written; bounded by the job's
+   * timeout (else 30 s). Its errors are logged. Runs in the daemon's thread, whatever `isolation` says.
+   */
+  onFailure?(ctx: FailureContext, outcome: FailureOutcome): unknown;
 }
 
 /** A validated job, ready to schedule. */
@@ -84,6 +119,7 @@ export interface Job {
   /** The job file's path as loaded (absolute when the jobs folder is); a worker imports it from there. */
   path?: string;
   run(ctx: JobContext): unknown;
+  onFailure?(ctx: FailureContext, outcome: FailureOutcome): unknown;
 }
 
 export interface InvalidJobFile {

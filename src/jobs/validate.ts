@@ -26,7 +26,7 @@ export interface JobFieldDefaults {
 
 export const ISOLATIONS: readonly Isolation[] = ['inline', 'worker'];
 
-const FIELDS = ['name', 'schedule', 'timezone', 'timeout', 'lockTtl', 'overlap', 'catchUp', 'coalesce', 'retries', 'retryDelay', 'enabled', 'isolation', 'run', 'description'];
+const FIELDS = ['name', 'schedule', 'timezone', 'timeout', 'lockTtl', 'overlap', 'catchUp', 'coalesce', 'retries', 'retryDelay', 'enabled', 'isolation', 'run', 'onFailure', 'description'];
 export const JOB_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/;
 const MIN_LOCK_TTL_MS = 1000;
 
@@ -113,6 +113,7 @@ export function validateJob(file: string, exported: unknown, defaultTimezone: st
   if (!ISOLATIONS.includes(isolation as Isolation)) bad('isolation', def.isolation, "'inline' or 'worker'");
 
   if (typeof def.run !== 'function') bad('run', def.run, 'a function (async run(ctx) { ... })');
+  if (def.onFailure !== undefined && typeof def.onFailure !== 'function') bad('onFailure', def.onFailure, 'a function (async onFailure(ctx, outcome) { ... }), or no field');
   if (def.description !== undefined && typeof def.description !== 'string') bad('description', def.description, 'a string');
 
   if (problems.length > 0 || !schedule) return { problems };
@@ -133,6 +134,7 @@ export function validateJob(file: string, exported: unknown, defaultTimezone: st
       enabled: enabled as boolean,
       isolation: isolation as Isolation,
       run: def.run as Job['run'],
+      ...(typeof def.onFailure === 'function' ? { onFailure: def.onFailure as Job['onFailure'] } : {}),
     },
   };
 }

@@ -9,6 +9,7 @@ export const RUNS_TABLE = 'scheduler_runs';
 export const JOBS_TABLE = 'scheduler_jobs';
 export const MIGRATIONS_TABLE = 'scheduler_migrations';
 export const NODES_TABLE = 'scheduler_nodes';
+export const ALERTS_TABLE = 'scheduler_alerts';
 
 /** The indexes read newest first (ORDER BY started_at DESC, id DESC). */
 const ORDERED_INDEXES: Array<[string, string[]]> = [
@@ -192,6 +193,31 @@ const migrations: Migration[] = [
     },
     async down(knex) {
       await knex.schema.dropTableIfExists(NODES_TABLE);
+    },
+  },
+  {
+    // The alert outbox: an alert owed for a period is a row, delivered by any node (see src/alerts/).
+    name: '0008_alerts',
+    async up(knex) {
+      await knex.schema.createTable(ALERTS_TABLE, (t) => {
+        t.bigIncrements('id').primary();
+        t.string('event_key', 255).notNullable();
+        t.text('body').notNullable(); // JSON, as POSTed
+        t.integer('attempts').notNullable().defaultTo(0);
+        t.bigInteger('next_at').notNullable(); // store clock: due (pending), or the lease's end (sending)
+        t.string('state', 16).notNullable(); // pending, sending, sent, dropped
+        t.string('claimed_by', 100).nullable();
+        t.bigInteger('claimed_at').nullable(); // store clock
+        t.bigInteger('created_at').notNullable(); // store clock
+        t.bigInteger('sent_at').nullable(); // store clock: sent or dropped
+        t.text('last_error').nullable();
+        // Written once per event across the cluster, whoever tries again.
+        t.unique(['event_key'], { indexName: 'scheduler_alerts_event_key' });
+        t.index(['state', 'next_at'], 'scheduler_alerts_state_next_at');
+      });
+    },
+    async down(knex) {
+      await knex.schema.dropTableIfExists(ALERTS_TABLE);
     },
   },
 ];
