@@ -3,6 +3,7 @@
  * period, or interrupted past it), broken job files and misbehaving bodies beside good jobs, and a
  * store or Redis quorum that cannot be reached at start.
  */
+import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { runCli, type CliResult } from '../helpers/cli.js';
 import { jobSource, type Effect } from '../helpers/job-sources.js';
@@ -179,8 +180,9 @@ describe('daemon lifecycle', () => {
 
     // A SIGTERM at once, before the jobs are loaded and the store is open.
     const early = start(ws);
-    await waitFor('the process to be up', () => early.proc.pid !== undefined, 5_000);
-    await new Promise((r) => setTimeout(r, 150));
+    // Sent as soon as the program catches SIGTERM (its first line does): before that, node itself is
+    // still starting and the signal's default action is the only one there is.
+    await waitFor('the program to catch SIGTERM', () => catchesSigterm(early.proc.pid), 15_000);
     early.proc.kill('SIGTERM');
     const code = await early.exited;
     expect(code, `a clean exit, not death by the signal\n${early.output}${early.errors}`).toBe(0);
@@ -203,3 +205,14 @@ describe('daemon lifecycle', () => {
     expect(runs.every((r) => r.status === 'succeeded')).toBe(true);
   });
 });
+
+/** Whether the process catches SIGTERM now (Linux: bit 15 of SigCgt in /proc/<pid>/status). */
+function catchesSigterm(pid: number | undefined): boolean {
+  if (pid === undefined) return false;
+  try {
+    const line = readFileSync(`/proc/${pid}/status`, 'utf8').split('\n').find((l) => l.startsWith('SigCgt:'));
+    return line !== undefined && (BigInt(`0x${line.slice(7).trim()}`) & (1n << 14n)) !== 0n;
+  } catch {
+    return false;
+  }
+}
