@@ -8,12 +8,16 @@ import { formatDuration } from '../time/duration.js';
 import { describeConfig } from '../config/config.js';
 import { jobsOf, setup, withCommonOptions, type CommonOptions } from './common.js';
 import { takeHeldSignals } from './signals.js';
+import { DaemonHttp } from '../http/daemon.js';
+import { readFileSync } from 'node:fs';
+
+const VERSION = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 
 export function runCommand(program: Command): void {
   withCommonOptions(program.command('run'), { json: false })
     .description('the daemon: schedule every valid job until SIGTERM or SIGINT')
     .option('--grace-period <duration>', 'how long in-flight runs may finish after SIGTERM (SCHEDULER_GRACE_PERIOD, default 30s)')
-    .option('--http <addr>', "the HTTP server's address (planned: probes, metrics, status page): host:port or off (SCHEDULER_HTTP, default off)")
+    .option('--http <addr>', "the HTTP server's address (probes /healthz /readyz, /metrics, /api, status page): host:port, host:0 for any free port, or off (SCHEDULER_HTTP, default 127.0.0.1:9464)")
     .option('--retention <duration|off>', 'finished runs older than this are pruned in the background, hourly (SCHEDULER_RETENTION, default 30d)')
     .action(async (options: CommonOptions) => {
       const { config, log } = setup(options, 'stdout');
@@ -43,6 +47,9 @@ export function runCommand(program: Command): void {
       }
       const { jobs, invalid } = loaded;
       for (const f of invalid) for (const p of f.problems) log.error({ file: f.file }, p);
+      // Bound before the store is opened: a configured address in use is exit 2 before any claim.
+      const http = new DaemonHttp(config, log, VERSION);
+      await http.bind();
       const rt = await openRuntime(config, log);
       log.info({ config: describeConfig(config), jobs: jobs.map((j) => j.name), invalidFiles: invalid.length, lock: rt.lock.kind }, 'daemon starting');
       if (jobs.length === 0) log.warn({ jobsDir: config.jobsDir }, 'no valid job to schedule');
@@ -53,6 +60,7 @@ export function runCommand(program: Command): void {
 
       const scheduler = new Scheduler({ jobs, store: rt.store, runner: rt.runner, executor: rt.executor, takeover: rt.takeover, reconciler: rt.reconciler, log, now: () => new Date(rt.clock.now()),
         events: rt.events, lockState: () => rt.lock.state(), clockReading: () => rt.clock.reading() });
+      http.attach({ rt, scheduler, jobs, invalid });
       await scheduler.start();
       // Off the tick path: its own timer, first a minute after start, then hourly.
       const pruner = new RetentionPruner({ store: rt.store, retentionMs: config.retentionMs, jobs, log });
@@ -78,6 +86,7 @@ export function runCommand(program: Command): void {
         if (requested) onSignal(requested);
       });
       await pruner.stop();
+      await http.close();
       // Closing waits for the pools; a store that does not answer must not hold the exit.
       await Promise.race([rt.close(), new Promise((r) => setTimeout(r, 2000).unref())]);
       log.info('stopped');
