@@ -52,14 +52,16 @@ beforeEach(() => {
 });
 
 describe('defaults', () => {
-  it('with no file, environment or flags: ./jobs, SQLite under ./data, no Redis, UTC, info, http off, 30s grace', () => {
+  it('with no file, environment or flags: ./jobs, SQLite under ./data, no Redis, UTC, info, http on 127.0.0.1:9464 (no token), 30s grace', () => {
     const c = loadConfig({ cwd, env: {}, flags: {} });
     expect(c.jobsDir).toBe(join(cwd, 'jobs'));
     expect(c.store).toEqual({ kind: 'sqlite', path: join(cwd, 'data', 'scheduler.db'), url: `sqlite:${join(cwd, 'data', 'scheduler.db')}` });
     expect(c.redis).toEqual([]);
     expect(c.timezone).toBe('UTC');
     expect(c.logLevel).toBe('info');
-    expect(c.http).toBe('off');
+    expect(c.http).toEqual({ host: '127.0.0.1', port: 9464 });
+    expect(c.httpOrigin).toBeNull();
+    expect(c.httpToken).toBeNull();
     expect(c.gracePeriodMs).toBe(30_000);
     expect(c.retentionMs).toBe(30 * 86_400_000);
     expect(c.nodeId).toBe(`${hostname()}-${process.pid}`);
@@ -172,6 +174,17 @@ describe('precedence: defaults < config file < environment < flags', () => {
     expect(loadConfig({ cwd, env: { SCHEDULER_HTTP: '0.0.0.0:8080' } }).http).toEqual({ host: '0.0.0.0', port: 8080 });
     expect(loadConfig({ cwd, env: { SCHEDULER_HTTP: '[::1]:9464' } }).http).toEqual({ host: '::1', port: 9464 });
     expect(loadConfig({ cwd, env: { SCHEDULER_HTTP: 'off' } }).http).toBe('off');
+    expect(loadConfig({ cwd, env: { SCHEDULER_HTTP: '127.0.0.1:0' } }).http).toEqual({ host: '127.0.0.1', port: 0 });
+    expect(loadConfig({ cwd, env: { SCHEDULER_HTTP: '127.0.0.1:0' } }).httpOrigin).toBe('SCHEDULER_HTTP');
+    expect(loadConfig({ cwd, env: {}, flags: { http: '127.0.0.1:1' } }).httpOrigin).toBe('--http');
+  });
+
+  it('SCHEDULER_HTTP_TOKEN is kept for the server and never shown', () => {
+    const c = loadConfig({ cwd, env: { SCHEDULER_HTTP_TOKEN: 's3cret-token' } });
+    expect(c.httpToken).toBe('s3cret-token');
+    expect(JSON.stringify(describeConfig(c))).not.toContain('s3cret-token');
+    expect(describeConfig(c).httpToken).toBe('***');
+    expect(() => loadConfig({ cwd, env: { SCHEDULER_HTTP_TOKEN: 'two words' } })).toThrow(/SCHEDULER_HTTP_TOKEN=\*\*\*: expected a token without spaces/);
   });
 });
 
