@@ -9,6 +9,8 @@ import { join } from 'node:path';
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
 import { describeConfig, loadConfig, type LoadOptions } from '../../src/config/config.js';
 import { redactText, redactUrl } from '../../src/config/redact.js';
+import pino from 'pino';
+import { loggerOptions } from '../../src/log-options.js';
 import { ConfigError } from '../../src/errors.js';
 
 const dirs: string[] = [];
@@ -323,6 +325,17 @@ describe('passwords never appear in a message', () => {
     const shown = JSON.stringify(describeConfig(c));
     expect(shown).not.toContain(SECRET);
     expect(describeConfig(c)).toMatchObject({ store: 'mysql://app:***@db:3306/app', redis: ['redis://:***@r1:6379', 'rediss://u:***@r2:6380', 'redis://r3:6379'] });
+  });
+});
+
+describe('log redaction', () => {
+  it("a logged `url` keeps its address and loses only its password; `password` fields go whole", () => {
+    const lines: Array<Record<string, unknown>> = [];
+    const log = pino(loggerOptions('info'), { write: (l: string) => void lines.push(JSON.parse(l) as Record<string, unknown>) });
+    log.info({ url: 'http://127.0.0.1:9464', store: { url: 'postgres://app:hunter2@db/x' }, password: 'hunter3' }, 'x');
+    expect(lines[0]).toMatchObject({ url: 'http://127.0.0.1:9464', store: { url: 'postgres://app:***@db/x' }, password: '***' });
+    log.info({ url: { nested: 'hunter4' } }, 'y');
+    expect(lines[1]!.url).toBe('***');
   });
 });
 
