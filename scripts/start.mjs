@@ -105,9 +105,18 @@ try {
 say(`store: ${config.store.kind === 'sqlite' ? `SQLite, ${where(config.store.path)}` : describeConfig(config).store}`);
 say(`redis: ${config.redis.length === 0 ? 'none (claims rest on the unique run row)' : `${config.redis.length} master(s)`}`);
 say(`jobs folder: ${where(config.jobsDir)}: ${jobs.length} job${jobs.length === 1 ? '' : 's'}${jobs.length ? ` (${jobs.join(', ')})` : ''}${problems.length ? `, ${problems.length} problem(s): see the log` : ''}`);
-const http = describeConfig(config).http;
-say(`status page: planned (SCHEDULER_HTTP${http === 'off' ? '' : `=${http}`}): the HTTP server is not built yet, nothing listens; \`bin/scheduler list\` and \`bin/scheduler history\` show jobs and runs`);
+say(`status page: ${statusPage(config)}`);
 say('starting the daemon (bin/scheduler run); stop it with Ctrl-C');
+
+/** Where the daemon's HTTP server will answer, from the same configuration. */
+function statusPage(c) {
+  if (c.http === 'off') return 'off (SCHEDULER_HTTP=off); `bin/scheduler list` and `bin/scheduler history` show jobs and runs';
+  // A wildcard bind answers on loopback too; that is the address a browser on this machine can open.
+  const host = c.http.host === '0.0.0.0' || c.http.host === '::' ? '127.0.0.1' : c.http.host.includes(':') ? `[${c.http.host}]` : c.http.host;
+  if (c.http.port === 0) return `a free port on ${host}, printed by the daemon's "http server listening" line (url)`;
+  const url = `http://${host}:${c.http.port}/`;
+  return `${url} (probes ${url}healthz and ${url}readyz, metrics ${url}metrics, JSON ${url}api/jobs)${c.httpOrigin === null ? '; if another node holds that port, the daemon warns and runs without it (set SCHEDULER_HTTP)' : ''}`;
+}
 
 // The daemon in a process group of its own: Ctrl-C reaches this script from the terminal and again from
 // npm, which forwards it; the daemon must see one SIGINT (a second one within 1 s is the same request),

@@ -15,12 +15,16 @@ import { RunLineObserver } from '../output/terminal.js';
 import { startupSummary } from '../output/summary.js';
 import { currentBody } from '../run/body-scope.js';
 import { attachAlerts } from '../alerts/index.js';
+import { DaemonHttp } from '../http/daemon.js';
+import { readFileSync } from 'node:fs';
+
+const VERSION = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 
 export function runCommand(program: Command): void {
   withCommonOptions(program.command('run'), { json: false })
     .description('the daemon: schedule every valid job until SIGTERM or SIGINT')
     .option('--grace-period <duration>', 'how long in-flight runs may finish after SIGTERM (SCHEDULER_GRACE_PERIOD, default 30s)')
-    .option('--http <addr>', "the HTTP server's address (planned: probes, metrics, status page): host:port or off (SCHEDULER_HTTP, default off)")
+    .option('--http <addr>', "the HTTP server's address (probes /healthz /readyz, /metrics, /api, status page): host:port, host:0 for any free port, or off (SCHEDULER_HTTP, default 127.0.0.1:9464)")
     .option('--alert-webhook <url>', 'POST a JSON alert here on failed, timed-out, missed and abandoned periods and lost dependencies (SCHEDULER_ALERT_WEBHOOK, default none)')
     .option('--retention <duration|off>', 'finished runs older than this are pruned in the background, hourly (SCHEDULER_RETENTION, default 30d)')
     .action(async (options: CommonOptions) => {
@@ -51,6 +55,9 @@ export function runCommand(program: Command): void {
       }
       const { jobs, invalid } = loaded;
       for (const f of invalid) for (const p of f.problems) log.error({ file: f.file }, p);
+      // Bound before the store is opened: a configured address in use is exit 2 before any claim.
+      const http = new DaemonHttp(config, log, VERSION);
+      await http.bind();
       const rt = await openRuntime(config, log);
       // Before any claim: another live process holding this node id refuses the start (exit 2).
       const owner = await registerNode(rt.nodeStore, config.nodeId, rt.clock.reading().offsetMs, log).catch(async (err: unknown) => {
@@ -87,6 +94,7 @@ export function runCommand(program: Command): void {
       const alerts = attachAlerts(config, rt, jobs, log);
       const scheduler = new Scheduler({ jobs, store: rt.store, runner: rt.runner, executor: rt.executor, takeover: rt.takeover, reconciler: rt.reconciler, log, now: () => new Date(rt.clock.now()),
         events: rt.events, lockState: () => rt.lock.state(), clockReading: () => rt.clock.reading(), onSweep: () => heartbeat.pulse() });
+      http.attach({ rt, scheduler, jobs, invalid });
       await scheduler.start();
       // Off the tick path: its own timer, first a minute after start, then hourly.
       const pruner = new RetentionPruner({ store: rt.store, retentionMs: config.retentionMs, jobs, log });
@@ -114,7 +122,7 @@ export function runCommand(program: Command): void {
       });
       await pruner.stop();
       // Side by side: each waits a few seconds at most for a store that may be away.
-      await Promise.all([heartbeat.stopped(), alerts.stop()]);
+      await Promise.all([heartbeat.stopped(), alerts.stop(), http.close()]);
       // Closing waits for the pools; a store that does not answer must not hold the exit.
       await Promise.race([rt.close(), new Promise((r) => setTimeout(r, 2000).unref())]);
       log.info('stopped');

@@ -28,6 +28,10 @@ export interface Config {
   nodeId: string;
   timezone: string;
   http: { host: string; port: number } | 'off';
+  /** Where `http` came from (e.g. `SCHEDULER_HTTP`, `--http`, `<file>: http`); null for the built-in default. */
+  httpOrigin: string | null;
+  /** Bearer token for `/` and `/api/...` of the HTTP server; null: none. A secret: never shown. */
+  httpToken: string | null;
   logLevel: string;
   /** How long in-flight runs may go on after SIGTERM before ctx.signal aborts with 'shutdown'. */
   gracePeriodMs: number;
@@ -54,7 +58,9 @@ export const DEFAULTS = {
   redis: '',
   redisPrefix: 'scheduler:',
   timezone: 'UTC',
-  http: 'off',
+  // Loopback only; the port is Prometheus's range of exporter ports (a busy default only warns).
+  http: '127.0.0.1:9464',
+  httpToken: '',
   logLevel: 'info',
   gracePeriod: '30s',
   retention: '30d',
@@ -72,6 +78,7 @@ const SETTINGS = {
   nodeId: { env: 'SCHEDULER_NODE_ID', flag: '--node-id' },
   timezone: { env: 'SCHEDULER_TIMEZONE', flag: '--timezone' },
   http: { env: 'SCHEDULER_HTTP', flag: '--http' },
+  httpToken: { env: 'SCHEDULER_HTTP_TOKEN', flag: '--http-token' },
   logLevel: { env: 'SCHEDULER_LOG_LEVEL', flag: '--log-level' },
   gracePeriod: { env: 'SCHEDULER_GRACE_PERIOD', flag: '--grace-period' },
   retention: { env: 'SCHEDULER_RETENTION', flag: '--retention' },
@@ -172,6 +179,10 @@ export function loadConfig(options: LoadOptions = {}): Config {
 
   const httpRaw = raw('http', DEFAULTS.http);
   const http = parseHttp(httpRaw, fail);
+  const httpOrigin = httpRaw.origin.startsWith('default ') ? null : httpRaw.origin;
+  const tokenRaw = raw('httpToken', DEFAULTS.httpToken);
+  if (typeof tokenRaw.value !== 'string' || /\s/.test(tokenRaw.value.trim())) fail({ ...tokenRaw, value: '***' }, 'a token without spaces, or empty for none');
+  const httpToken = (tokenRaw.value as string).trim() === '' ? null : (tokenRaw.value as string).trim();
 
   const levelRaw = raw('logLevel', DEFAULTS.logLevel);
   const logLevel = z.enum(LOG_LEVELS as [string, ...string[]]).safeParse(levelRaw.value);
@@ -199,7 +210,7 @@ export function loadConfig(options: LoadOptions = {}): Config {
   const alertToken = parseAlertToken(pick('alertToken'), fail);
 
   return {
-    jobsDir, store, redis, redisPrefix, nodeId, timezone, http, alertWebhook, alertToken,
+    jobsDir, store, redis, redisPrefix, nodeId, timezone, http, httpOrigin, httpToken, alertWebhook, alertToken,
     logLevel: logLevel.data as string,
     gracePeriodMs: gracePeriodMs as number,
     retentionMs,
@@ -348,6 +359,7 @@ export function describeConfig(config: Config): Record<string, unknown> {
     nodeId: config.nodeId,
     timezone: config.timezone,
     http: config.http === 'off' ? 'off' : `${config.http.host}:${config.http.port}`,
+    httpToken: config.httpToken === null ? 'none' : '***',
     logLevel: config.logLevel,
     gracePeriodMs: config.gracePeriodMs,
     retention: config.retentionMs === null ? 'off' : formatDuration(config.retentionMs),

@@ -7,9 +7,9 @@ import type { StoreConfig } from '../config/config.js';
 import { decideEnd } from '../run/owed.js';
 import { DEFAULT_MAX_RESULT_BYTES, serialiseResult } from '../run/outcome.js';
 import { Database, leaseQueryTimeout } from './database.js';
-import { RUNS_TABLE } from './migrations.js';
+import { JOBS_TABLE, RUNS_TABLE } from './migrations.js';
 import type {
-  EndResult, FinalStatus, HistoryQuery, InsertResult, NewRun, PeriodRange, RetryPolicy, RunOutcome, RunRecord, RunStatus, RunStore, SkippedRun,
+  EndResult, FinalStatus, HistoryQuery, InsertResult, JobSummary, NewRun, PeriodRange, RetryPolicy, RunOutcome, RunRecord, RunStatus, RunStore, SkippedRun,
 } from './types.js';
 import type { PruneOptions, PruneResult } from './types.js';
 
@@ -430,6 +430,48 @@ export class KnexRunStore implements RunStore {
       q.orderBy([{ column: 'started_at', order: 'desc' }, { column: 'id', order: 'desc' }]).limit(query.limit ?? 50);
       return ((await q) as Row[]).map(toRecord);
     });
+  }
+
+  async jobSummaries(sinceMs: number): Promise<Map<string, JobSummary>> {
+    // One row per job of the jobs table, each figure a correlated subquery that is one probe or one
+    // short range of a (job, ...) index: the cost grows with the jobs and the window, not the table.
+    const k = this.knex;
+    const since = Math.floor(sinceMs);
+    const newest = k.select('n.id').from({ n: RUNS_TABLE }).whereRaw('n.job = j.name')
+      .orderBy([{ column: 'n.scheduled_at', order: 'desc' }, { column: 'n.shard', order: 'desc' }, { column: 'n.attempt', order: 'desc' }]).limit(1);
+    const lastSuccess = k.select('s.finished_at').from({ s: RUNS_TABLE }).whereRaw('s.job = j.name').andWhere('s.status', 'succeeded')
+      .orderBy('s.started_at', 'desc').limit(1);
+    // A period failed for good: its attempt ended failed, timed out or abandoned and no later attempt exists.
+    // One subquery per status: an equality on (job, status) lets every planner (MariaDB included) take
+    // a range of scheduler_runs_job_status_started, where an IN list made MariaDB read all the job's rows.
+    const failed = (status: string) => k.count('*').from({ f: RUNS_TABLE }).whereRaw('f.job = j.name').andWhere('f.status', status)
+      .andWhere('f.started_at', '>=', since)
+      .whereNotExists((q) => q.select(k.raw('1')).from({ a: RUNS_TABLE })
+        .whereRaw('a.job = f.job and a.scheduled_at = f.scheduled_at and a.shard = f.shard and a.attempt > f.attempt'));
+    const missed = k.count('*').from({ m: RUNS_TABLE }).whereRaw('m.job = j.name').andWhere('m.status', 'skipped').andWhere('m.reason', 'missed')
+      .andWhere('m.started_at', '>=', since);
+    const running = k.count('*').from({ r: RUNS_TABLE }).whereRaw('r.job = j.name').andWhere('r.status', 'running');
+    const rows = await this.wrap('read job summaries', () => k.from({ j: JOBS_TABLE })
+      .leftJoin({ l: RUNS_TABLE }, (on) => { on.on('l.id', '=', k.raw('(?)', [newest])); })
+      .select('j.name', 'l.scheduled_at', 'l.status', 'l.finished_at', 'l.attempt', 'l.error',
+        k.raw('(?) as last_success_at', [lastSuccess]), k.raw('(?) + (?) + (?) as failures', [failed('failed'), failed('timed_out'), failed('abandoned')]), k.raw('(?) as missed', [missed]), k.raw('(?) as running', [running]))) as Array<{
+      name: string; scheduled_at: number | string | null; status: RunStatus | null; finished_at: number | string | null; attempt: number | null; error: string | null;
+      last_success_at: number | string | null; failures: number | string; missed: number | string; running: number | string;
+    }>;
+    const out = new Map<string, JobSummary>();
+    for (const r of rows) {
+      out.set(r.name, {
+        job: r.name,
+        last: r.status === null || r.scheduled_at === null ? null : {
+          scheduledAt: Number(r.scheduled_at), status: r.status, finishedAt: r.finished_at === null ? null : Number(r.finished_at), attempt: Number(r.attempt), error: r.error,
+        },
+        lastSuccessAt: r.last_success_at === null ? null : Number(r.last_success_at),
+        failures: Number(r.failures),
+        missed: Number(r.missed),
+        running: Number(r.running),
+      });
+    }
+    return out;
   }
 
   now(): Promise<number> {

@@ -195,6 +195,12 @@ export interface RunStore {
   /** The latest run of each job named (by start). */
   lastRuns(jobs: string[]): Promise<Map<string, RunRecord>>;
   history(query: HistoryQuery): Promise<RunRecord[]>;
+  /**
+   * Cluster-wide facts of every job the jobs table knows, in ONE statement (the status page's and
+   * /metrics' cache): the newest row, the last success, and failures and missed periods whose row
+   * started at or after `sinceMs` (store clock).
+   */
+  jobSummaries(sinceMs: number): Promise<Map<string, JobSummary>>;
   /** The store's clock, epoch ms. */
   now(): Promise<number>;
   /**

@@ -15,6 +15,7 @@ import type { StoreConfig } from '../../src/config/config.js';
 import { StoreUnavailableError } from '../../src/errors.js';
 import { Database } from '../../src/store/database.js';
 import { KnexRunStore } from '../../src/store/runs.js';
+import { KnexJobStore } from '../../src/store/jobs.js';
 import { MIGRATIONS_TABLE, RUNS_TABLE, migrationSource } from '../../src/store/migrations.js';
 import type { NewRun, RunRecord, RunStore, SkippedRun } from '../../src/store/types.js';
 import { createMariaDb, createPostgresDb } from '../helpers/databases.js';
@@ -598,6 +599,53 @@ export function describeRunStore(backend: Backend): void {
       expect(newest[0]!.job).toBe(other);
       expect(newest.every((r, i) => i === 0 || newest[i - 1]!.startedAt.getTime() >= r.startedAt.getTime())).toBe(true);
       expect((await store.history({ status: 'failed', limit: 500 })).every((r) => r.status === 'failed')).toBe(true);
+    });
+
+    it('jobSummaries: ONE statement for every job of the jobs table: newest row, last success, failures with nothing owed and missed periods in the window, running', async () => {
+      const database = await Database.open(db.config);
+      try {
+        const runs = new KnexRunStore(database);
+        const jobs = new KnexJobStore(database);
+        const [a, b, none] = [`sum-a-${uid()}`, `sum-b-${uid()}`, `sum-none-${uid()}`];
+        await jobs.declare([a, b, none].map((name) => ({ name, reconciledThrough: null })));
+        const ok = await inserted(runs, newRun(a, new Date(BASE)));
+        await runs.finishRun(ok.id, 'node-a', { status: 'succeeded' });
+        // A failure with a retry owed is not (yet) a failed period; one with none left is.
+        const retried = await inserted(runs, newRun(a, new Date(BASE + MINUTE)));
+        expect((await runs.endAttempt(retried, 'node-a', { status: 'failed', error: 'boom' }, { retries: 1, retryDelayMs: 3_600_000 })).next).not.toBeNull();
+        const failed = await inserted(runs, newRun(a, new Date(BASE + 2 * MINUTE)));
+        await runs.finishRun(failed.id, 'node-a', { status: 'timed_out', error: 'took too long\nat stack' });
+        await runs.insertSkipped([skipped(a, new Date(BASE + 3 * MINUTE), { reason: 'missed' }), skipped(a, new Date(BASE + 5 * MINUTE), { reason: 'overlap' })]);
+        const live = await inserted(runs, newRun(a, new Date(BASE + 4 * MINUTE)));
+        const bFail = await inserted(runs, newRun(b, new Date(BASE)));
+        await runs.finishRun(bFail.id, 'node-a', { status: 'failed', error: 'nope' });
+        // Rows of a job that no node declared are not summarised (the jobs table is the list).
+        const undeclared = `sum-undeclared-${uid()}`;
+        await inserted(runs, newRun(undeclared, new Date(BASE)));
+
+        const statements: string[] = [];
+        database.knex.on('query', (q: { sql: string }) => statements.push(q.sql));
+        const now = await runs.now();
+        statements.length = 0;
+        const sums = await runs.jobSummaries(now - 3_600_000);
+        expect(statements).toHaveLength(1);
+        expect(sums.has(undeclared)).toBe(false);
+        const sa = sums.get(a)!;
+        expect(sa.last).toMatchObject({ scheduledAt: BASE + 5 * MINUTE, status: 'skipped', attempt: 1 });
+        expect(sa.lastSuccessAt).toBeGreaterThan(now - 60_000);
+        expect(sa.lastSuccessAt).toBeLessThanOrEqual(now + 1000);
+        expect({ failures: sa.failures, missed: sa.missed, running: sa.running }).toEqual({ failures: 1, missed: 1, running: 1 });
+        expect(sums.get(b)).toMatchObject({ job: b, last: { scheduledAt: BASE, status: 'failed', attempt: 1, error: 'nope' }, lastSuccessAt: null, failures: 1, missed: 0, running: 0 });
+        expect(sums.get(none)).toEqual({ job: none, last: null, lastSuccessAt: null, failures: 0, missed: 0, running: 0 });
+        // A window that starts after every row: no failures or missed, the rest as before.
+        const later = await runs.jobSummaries(now + 3_600_000);
+        expect(later.get(a)).toMatchObject({ failures: 0, missed: 0, running: 1, lastSuccessAt: sa.lastSuccessAt });
+        expect(later.get(b)).toMatchObject({ failures: 0, last: { status: 'failed' } });
+        // Nothing left running for the cases after this one (a lapsed lease is a stale run to them).
+        await runs.finishRun(live.id, 'node-a', { status: 'succeeded' });
+      } finally {
+        await database.close();
+      }
     });
 
     it("now() is the store's clock: epoch ms, close to this machine's, not going backwards", async () => {

@@ -429,7 +429,7 @@ describe.concurrent('run --http', () => {
   it('run --help shows --http and what it is for', async ({ expect }) => {
     const r = await cli(['run', '--help']);
     expect(r.code, show(r)).toBe(0);
-    expect(r.stdout.replace(/\s+/g, ' ')).toContain("--http <addr> the HTTP server's address (planned: probes, metrics, status page)");
+    expect(r.stdout.replace(/\s+/g, ' ')).toContain("--http <addr> the HTTP server's address (probes /healthz /readyz, /metrics, /api, status page): host:port, host:0 for any free port, or off (SCHEDULER_HTTP, default 127.0.0.1:9464)");
   });
 
   it('a bad --http exits 2 with one line naming the flag and the value', async ({ expect }) => {

@@ -9,6 +9,8 @@ import { join } from 'node:path';
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
 import { describeConfig, loadConfig, type LoadOptions } from '../../src/config/config.js';
 import { redactText, redactUrl } from '../../src/config/redact.js';
+import pino from 'pino';
+import { loggerOptions } from '../../src/log-options.js';
 import { ConfigError } from '../../src/errors.js';
 
 const dirs: string[] = [];
@@ -52,14 +54,16 @@ beforeEach(() => {
 });
 
 describe('defaults', () => {
-  it('with no file, environment or flags: ./jobs, SQLite under ./data, no Redis, UTC, info, http off, 30s grace', () => {
+  it('with no file, environment or flags: ./jobs, SQLite under ./data, no Redis, UTC, info, http on 127.0.0.1:9464 (no token), 30s grace', () => {
     const c = loadConfig({ cwd, env: {}, flags: {} });
     expect(c.jobsDir).toBe(join(cwd, 'jobs'));
     expect(c.store).toEqual({ kind: 'sqlite', path: join(cwd, 'data', 'scheduler.db'), url: `sqlite:${join(cwd, 'data', 'scheduler.db')}` });
     expect(c.redis).toEqual([]);
     expect(c.timezone).toBe('UTC');
     expect(c.logLevel).toBe('info');
-    expect(c.http).toBe('off');
+    expect(c.http).toEqual({ host: '127.0.0.1', port: 9464 });
+    expect(c.httpOrigin).toBeNull();
+    expect(c.httpToken).toBeNull();
     expect(c.gracePeriodMs).toBe(30_000);
     expect(c.retentionMs).toBe(30 * 86_400_000);
     expect(c.nodeId).toBe(`${hostname()}-${process.pid}`);
@@ -172,6 +176,17 @@ describe('precedence: defaults < config file < environment < flags', () => {
     expect(loadConfig({ cwd, env: { SCHEDULER_HTTP: '0.0.0.0:8080' } }).http).toEqual({ host: '0.0.0.0', port: 8080 });
     expect(loadConfig({ cwd, env: { SCHEDULER_HTTP: '[::1]:9464' } }).http).toEqual({ host: '::1', port: 9464 });
     expect(loadConfig({ cwd, env: { SCHEDULER_HTTP: 'off' } }).http).toBe('off');
+    expect(loadConfig({ cwd, env: { SCHEDULER_HTTP: '127.0.0.1:0' } }).http).toEqual({ host: '127.0.0.1', port: 0 });
+    expect(loadConfig({ cwd, env: { SCHEDULER_HTTP: '127.0.0.1:0' } }).httpOrigin).toBe('SCHEDULER_HTTP');
+    expect(loadConfig({ cwd, env: {}, flags: { http: '127.0.0.1:1' } }).httpOrigin).toBe('--http');
+  });
+
+  it('SCHEDULER_HTTP_TOKEN is kept for the server and never shown', () => {
+    const c = loadConfig({ cwd, env: { SCHEDULER_HTTP_TOKEN: 's3cret-token' } });
+    expect(c.httpToken).toBe('s3cret-token');
+    expect(JSON.stringify(describeConfig(c))).not.toContain('s3cret-token');
+    expect(describeConfig(c).httpToken).toBe('***');
+    expect(() => loadConfig({ cwd, env: { SCHEDULER_HTTP_TOKEN: 'two words' } })).toThrow(/SCHEDULER_HTTP_TOKEN=\*\*\*: expected a token without spaces/);
   });
 });
 
@@ -310,6 +325,17 @@ describe('passwords never appear in a message', () => {
     const shown = JSON.stringify(describeConfig(c));
     expect(shown).not.toContain(SECRET);
     expect(describeConfig(c)).toMatchObject({ store: 'mysql://app:***@db:3306/app', redis: ['redis://:***@r1:6379', 'rediss://u:***@r2:6380', 'redis://r3:6379'] });
+  });
+});
+
+describe('log redaction', () => {
+  it("a logged `url` keeps its address and loses only its password; `password` fields go whole", () => {
+    const lines: Array<Record<string, unknown>> = [];
+    const log = pino(loggerOptions('info'), { write: (l: string) => void lines.push(JSON.parse(l) as Record<string, unknown>) });
+    log.info({ url: 'http://127.0.0.1:9464', store: { url: 'postgres://app:hunter2@db/x' }, password: 'hunter3' }, 'x');
+    expect(lines[0]).toMatchObject({ url: 'http://127.0.0.1:9464', store: { url: 'postgres://app:***@db/x' }, password: '***' });
+    log.info({ url: { nested: 'hunter4' } }, 'y');
+    expect(lines[1]!.url).toBe('***');
   });
 });
 

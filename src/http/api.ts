@@ -1,0 +1,48 @@
+/** /api: the read model as JSON. Query parameters are validated and named when wrong (400). */
+import { RUN_STATUSES, type RunStatus } from '../store/types.js';
+import type { StatusReader } from '../status/model.js';
+import { json, type Reply } from './server.js';
+
+export const MAX_RUNS_LIMIT = 1000;
+export const DEFAULT_RUNS_LIMIT = 100;
+
+export function apiRoute(reader: () => StatusReader | null): (url: URL) => Promise<Reply | null> {
+  return async (url) => {
+    const path = url.pathname;
+    if (path !== '/api' && !path.startsWith('/api/')) return null;
+    const r = reader();
+    if (!r) return json(503, { error: 'starting: the jobs are not loaded yet' });
+    if (path === '/api/summary') return json(200, await r.summary());
+    if (path === '/api/jobs') return json(200, { jobs: await r.jobs(), invalid: r.invalid() });
+    if (path === '/api/nodes') return json(200, { nodes: await r.nodes() });
+    if (path === '/api/runs') {
+      const job = url.searchParams.get('job') ?? undefined;
+      const status = url.searchParams.get('status') ?? undefined;
+      const limitText = url.searchParams.get('limit');
+      if (status !== undefined && !RUN_STATUSES.includes(status as RunStatus)) {
+        return json(400, { error: `invalid parameter status=${status}: expected one of ${RUN_STATUSES.join(', ')}`, parameter: 'status' });
+      }
+      let limit = DEFAULT_RUNS_LIMIT;
+      if (limitText !== null) {
+        limit = /^\d+$/.test(limitText) ? Number(limitText) : NaN;
+        if (!(limit >= 1 && limit <= MAX_RUNS_LIMIT)) {
+          return json(400, { error: `invalid parameter limit=${limitText}: expected a whole number from 1 to ${MAX_RUNS_LIMIT}`, parameter: 'limit' });
+        }
+      }
+      if (job !== undefined && job === '') return json(400, { error: 'invalid parameter job=: expected a job name', parameter: 'job' });
+      return json(200, { runs: await r.runs({ job, status: status as RunStatus | undefined, limit }) });
+    }
+    const m = /^\/api\/jobs\/(.+)$/.exec(path);
+    if (m) {
+      let name: string;
+      try {
+        name = decodeURIComponent(m[1]!);
+      } catch {
+        return json(400, { error: 'invalid job name in the path', path });
+      }
+      const detail = await r.job(name);
+      return detail ? json(200, detail) : json(404, { error: 'no such job', job: name, path });
+    }
+    return null;
+  };
+}

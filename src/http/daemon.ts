@@ -1,0 +1,135 @@
+/**
+ * The HTTP server of `bin/scheduler run`, in two steps: bind() before the store is opened (a
+ * configured address in use is exit 2 before any claim), attach() once the runtime and the
+ * scheduler exist. Until attached, /healthz answers 200 (a starting process is alive) and the rest 503.
+ */
+import type { Config } from '../config/config.js';
+import type { Scheduler, SchedulerSnapshot } from '../daemon/scheduler.js';
+import type { InvalidJobFile, Job } from '../jobs/types.js';
+import type { Logger } from '../log.js';
+import type { Runtime } from '../runtime.js';
+import type { NodeRecord } from '../store/types.js';
+import { createStatusReader } from '../status/reader.js';
+import type { StatusReader } from '../status/model.js';
+import { apiRoute } from './api.js';
+import { SchedulerMetrics } from './metrics.js';
+import { HttpServer, json, type Reply } from './server.js';
+import { StoreProbe, SummaryCache } from './summaries.js';
+
+/** /healthz fails when the tick loop's pulse (the once-a-second sweep timer) is older than this. */
+export const PULSE_STALE_MS = 10_000;
+
+export type PageHook = (url: URL) => Promise<{ status: number; html: string } | null>;
+
+export interface AttachOptions {
+  rt: Runtime;
+  scheduler: Scheduler;
+  jobs: Job[];
+  invalid: InvalidJobFile[];
+  listNodes?: () => Promise<NodeRecord[]>;
+}
+
+interface Attached {
+  snapshot: () => SchedulerSnapshot;
+  storeUp: () => boolean;
+  reader: StatusReader;
+  metrics: SchedulerMetrics;
+  jobs: Job[];
+  invalid: InvalidJobFile[];
+  stop: () => void;
+}
+
+export class DaemonHttp {
+  private server: HttpServer | null = null;
+  private parts: Attached | null = null;
+
+  constructor(private readonly config: Config, private readonly log: Logger, private readonly version: string, private readonly page?: PageHook) {}
+
+  /** The bound URL, or null (off, or the default address was in use). */
+  get url(): string | null {
+    return this.server?.url ?? null;
+  }
+
+  async bind(): Promise<string | null> {
+    const { http, httpOrigin, httpToken } = this.config;
+    if (http === 'off') return null;
+    const server = new HttpServer({
+      host: http.host, port: http.port, origin: httpOrigin, token: httpToken, log: this.log,
+      open: { '/healthz': () => this.healthz(), '/readyz': () => this.readyz(), '/metrics': () => this.metrics() },
+      guarded: [apiRoute(() => this.parts?.reader ?? null), (url) => this.pageRoute(url)],
+    });
+    const url = await server.start();
+    if (url) this.server = server;
+    return url;
+  }
+
+  attach(o: AttachOptions): void {
+    const { rt, scheduler, jobs, invalid } = o;
+    const probe = new StoreProbe(() => rt.db.clockSample(1000));
+    const cache = new SummaryCache({ store: rt.store, jobStore: rt.jobStore, log: this.log, now: () => rt.clock.now() });
+    const snapshot = () => scheduler.snapshot();
+    const storeUp = () => snapshot().store === 'ok' && probe.answers();
+    const metrics = new SchedulerMetrics({
+      jobs: jobs.map((j) => j.name),
+      next: () => new Map(snapshot().jobs.map((s) => [s.job.name, s.next])),
+      redis: () => snapshot().redis,
+      storeUp,
+      clockOffsetMs: () => snapshot().clockOffsetMs,
+    }, cache, this.version, { onRunEnded: () => cache.refreshSoon() });
+    const removeObserver = rt.events.add(metrics);
+    const reader = createStatusReader({
+      nodeId: this.config.nodeId, version: this.version, storeKind: rt.store.kind, snapshot, jobs, invalid, cache, store: rt.store, storeUp,
+      now: () => rt.clock.now(), ...(o.listNodes ? { listNodes: o.listNodes } : {}),
+    });
+    if (this.server) {
+      // Background reads only serve the server: none when it is off.
+      probe.start();
+      cache.start();
+    }
+    this.parts = { snapshot, storeUp, reader, metrics, jobs, invalid, stop: () => { probe.stop(); cache.stop(); removeObserver(); } };
+  }
+
+  async close(): Promise<void> {
+    this.parts?.stop();
+    await this.server?.close();
+    this.server = null;
+  }
+
+  private healthz(): Reply {
+    const s = this.parts?.snapshot();
+    if (!s || s.sinceLastPulseMs === null) return json(200, { status: 'ok', starting: true });
+    if (s.sinceLastPulseMs > PULSE_STALE_MS && !s.stopping) return json(503, { status: 'tick loop stalled', sinceLastPulseMs: s.sinceLastPulseMs });
+    return json(200, { status: 'ok', sinceLastPulseMs: s.sinceLastPulseMs });
+  }
+
+  private readyz(): Reply {
+    const p = this.parts;
+    if (!p) return json(503, { status: 'not ready', reason: 'starting', store: 'down', redis: 'none', jobs: 0, invalidJobs: 0 });
+    const s = p.snapshot();
+    const store = p.storeUp() ? 'ok' : 'down';
+    const reason = s.startedAt === null ? 'starting' : s.stopping ? 'stopping' : store === 'down' ? 'store down' : null;
+    return json(reason ? 503 : 200, {
+      status: reason ? 'not ready' : 'ready', ...(reason ? { reason } : {}),
+      store, redis: s.redis, jobs: p.jobs.length, invalidJobs: p.invalid.length,
+    });
+  }
+
+  private async metrics(): Promise<Reply> {
+    if (!this.parts) return json(503, { error: 'starting' });
+    const { contentType, body } = await this.parts.metrics.scrape();
+    return { status: 200, contentType, body };
+  }
+
+  private async pageRoute(url: URL): Promise<Reply | null> {
+    if (this.page) {
+      const r = await this.page(url);
+      if (r) return { status: r.status, body: r.html, contentType: 'text/html; charset=utf-8' };
+    }
+    if (url.pathname !== '/') return null;
+    const links = ['/healthz', '/readyz', '/metrics', '/api/summary', '/api/jobs', '/api/runs', '/api/nodes'];
+    return {
+      status: 200, contentType: 'text/html; charset=utf-8',
+      body: `<!doctype html><meta charset="utf-8"><title>cluster-cron ${this.config.nodeId.replace(/[<>&"]/g, '')}</title><h1>cluster-cron</h1><ul>${links.map((l) => `<li><a href="${l}">${l}</a></li>`).join('')}</ul>\n`,
+    };
+  }
+}

@@ -1,0 +1,148 @@
+/**
+ * The daemon's HTTP server on `node:http`: a handful of read-only GET routes (probes, /metrics, /api,
+ * the status page), so a framework would add dependencies and nothing we use. Probes and /metrics
+ * never need the token (Kubernetes and Prometheus send none by default); `/` and `/api/...` do when
+ * one is set.
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { timingSafeEqual, createHash } from 'node:crypto';
+import type { AddressInfo } from 'node:net';
+import { ConfigError, errorMessage } from '../errors.js';
+import type { Logger } from '../log.js';
+
+export interface Reply {
+  status: number;
+  body: string;
+  contentType: string;
+  headers?: Record<string, string>;
+}
+
+export type Route = (url: URL) => Promise<Reply | null> | Reply | null;
+
+export interface HttpServerOptions {
+  host: string;
+  port: number;
+  /** Where the address came from (`SCHEDULER_HTTP`, `--http`, `<file>: http`); null: the built-in default. */
+  origin: string | null;
+  token: string | null;
+  log: Logger;
+  /** Routes that never need the token (probes, /metrics), by exact path. */
+  open: Record<string, Route>;
+  /** Routes behind the token, tried in order (the first non-null answer wins): /api, the page. */
+  guarded: Route[];
+}
+
+export const json = (status: number, doc: unknown, headers?: Record<string, string>): Reply =>
+  ({ status, body: `${JSON.stringify(doc)}\n`, contentType: 'application/json; charset=utf-8', ...(headers ? { headers } : {}) });
+
+export function isLoopback(host: string): boolean {
+  return host === 'localhost' || host === '::1' || /^127\./.test(host);
+}
+
+/** Constant-time comparison of the Authorization header with `Bearer <token>` (hashes: equal lengths). */
+function authorised(header: string | undefined, token: string): boolean {
+  const got = createHash('sha256').update(header ?? '').digest();
+  const want = createHash('sha256').update(`Bearer ${token}`).digest();
+  return timingSafeEqual(got, want);
+}
+
+export class HttpServer {
+  private server: Server | undefined;
+  /** The address actually bound (the real port for `host:0`); null while off. */
+  url: string | null = null;
+
+  constructor(private readonly options: HttpServerOptions) {}
+
+  /**
+   * Binds. A configured address that cannot be bound is a ConfigError (exit 2, before any claim); the
+   * built-in default in use (several nodes on one machine) is one warning, and the node runs without.
+   */
+  async start(): Promise<string | null> {
+    const { host, port, origin, log } = this.options;
+    const server = createServer((req, res) => void this.handle(req, res));
+    // Keep-alive connections must not hold a stopping process.
+    server.keepAliveTimeout = 5000;
+    try {
+      await new Promise<void>((resolve, reject) => {
+        server.once('error', reject);
+        server.listen(port, host, () => {
+          server.off('error', reject);
+          resolve();
+        });
+      });
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code ?? 'error';
+      const shown = `${host.includes(':') ? `[${host}]` : host}:${port}`;
+      if (origin === null && (code === 'EADDRINUSE' || code === 'EACCES')) {
+        log.warn({ address: shown, code }, `http server: the default address ${shown} is in use (${code}); the status page, probes and metrics are off for this node: set SCHEDULER_HTTP=<host>:<port> (or 127.0.0.1:0 for any free port) to have them`);
+        return null;
+      }
+      throw new ConfigError(`${origin ?? 'default http'}: ${shown} ${code === 'EADDRINUSE' ? 'is in use' : 'cannot be bound'} (${code === 'EADDRINUSE' ? code : `${code}: ${errorMessage(err)}`})`);
+    }
+    server.on('error', (err) => log.warn({ err: { message: errorMessage(err) } }, 'http server error'));
+    this.server = server;
+    const address = server.address() as AddressInfo;
+    this.url = `http://${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}`;
+    log.info({ url: this.url, auth: this.options.token ? 'bearer token on / and /api' : 'none' }, 'http server listening');
+    if (!isLoopback(host)) {
+      log.warn({ url: this.url }, this.options.token
+        ? 'http server bound to a non-loopback address: / and /api need the bearer token; /healthz, /readyz and /metrics answer anyone who can reach it'
+        : 'http server bound to a non-loopback address with no SCHEDULER_HTTP_TOKEN: the status page and /api (job names, errors of runs) answer anyone who can reach it');
+    }
+    return this.url;
+  }
+
+  /** Stops accepting, and ends idle and open connections so that the process can exit. */
+  async close(): Promise<void> {
+    const server = this.server;
+    this.server = undefined;
+    if (!server) return;
+    await new Promise<void>((resolve) => {
+      server.close(() => resolve());
+      server.closeIdleConnections();
+      // A client still reading: not our wait.
+      setTimeout(() => {
+        server.closeAllConnections();
+        resolve();
+      }, 1000).unref();
+    });
+  }
+
+  private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    let reply: Reply;
+    const url = new URL(req.url ?? '/', 'http://localhost');
+    try {
+      reply = await this.route(req, url);
+    } catch (err) {
+      this.options.log.warn({ path: url.pathname, err: { message: errorMessage(err) } }, 'http request failed');
+      reply = json(500, { error: 'internal error', path: url.pathname });
+    }
+    res.writeHead(reply.status, {
+      'content-type': reply.contentType,
+      'cache-control': 'no-store',
+      'x-content-type-options': 'nosniff',
+      ...reply.headers,
+    });
+    res.end(req.method === 'HEAD' ? undefined : reply.body);
+  }
+
+  private async route(req: IncomingMessage, url: URL): Promise<Reply> {
+    if (req.method !== 'GET' && req.method !== 'HEAD') {
+      return json(405, { error: 'method not allowed', method: req.method, allow: ['GET', 'HEAD'] }, { allow: 'GET, HEAD' });
+    }
+    const open = this.options.open[url.pathname];
+    if (open) {
+      const r = await open(url);
+      if (r) return r;
+    }
+    const { token } = this.options;
+    if (token && !authorised(req.headers.authorization, token)) {
+      return json(401, { error: 'unauthorised: send Authorization: Bearer <SCHEDULER_HTTP_TOKEN>' }, { 'www-authenticate': 'Bearer' });
+    }
+    for (const route of this.options.guarded) {
+      const r = await route(url);
+      if (r) return r;
+    }
+    return json(404, { error: 'not found', path: url.pathname });
+  }
+}

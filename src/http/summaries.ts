@@ -1,0 +1,131 @@
+/**
+ * Cluster-wide facts of the jobs (last success, failures and missed periods in 24 h, paused), read
+ * from the store in the background so that a scrape or a page view sends no statement: any node's
+ * answer tells the cluster's truth, at most a refresh old. Two statements per refresh, whatever the
+ * number of jobs: RunStore.jobSummaries and JobStore.paused.
+ */
+import { errorMessage } from '../errors.js';
+import type { Logger } from '../log.js';
+import type { JobStore, JobSummary, RunStore } from '../store/types.js';
+
+export const SUMMARY_EVERY_MS = 5000;
+export const SUMMARY_WINDOW_MS = 86_400_000;
+
+export interface SummaryCacheOptions {
+  store: RunStore;
+  jobStore: JobStore;
+  log: Logger;
+  /** The store's clock as this node estimates it (epoch ms). */
+  now: () => number;
+  everyMs?: number;
+}
+
+export class SummaryCache {
+  summaries = new Map<string, JobSummary>();
+  paused = new Map<string, { reason: string | null; pausedAt: number }>();
+  /** When the figures were read (store clock, epoch ms); null before the first read. */
+  readAt: number | null = null;
+  private timer: NodeJS.Timeout | undefined;
+  private inFlight: Promise<void> | null = null;
+  private again = false;
+  private failing = false;
+
+  constructor(private readonly options: SummaryCacheOptions) {}
+
+  start(): void {
+    void this.refresh();
+    this.timer = setInterval(() => void this.refresh(), this.options.everyMs ?? SUMMARY_EVERY_MS);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    if (this.timer) clearInterval(this.timer);
+    if (this.soon) clearTimeout(this.soon);
+    this.timer = undefined;
+    this.soon = undefined;
+  }
+
+  private soon: NodeJS.Timeout | undefined;
+  private lastReadStart = -Infinity;
+
+  /**
+   * A run of this node just ended: read again now, or a second after the last read started, so that
+   * many short runs cost at most one read a second.
+   */
+  refreshSoon(): void {
+    if (this.soon || !this.timer) return;
+    const wait = Math.max(0, this.lastReadStart + 1000 - performance.now());
+    this.soon = setTimeout(() => {
+      this.soon = undefined;
+      void this.refresh();
+    }, wait);
+    this.soon.unref();
+  }
+
+  /** Reads now; a read in progress is followed by one more. */
+  refresh(): Promise<void> {
+    if (this.inFlight) {
+      this.again = true;
+      return this.inFlight;
+    }
+    this.inFlight = this.read().finally(() => {
+      this.inFlight = null;
+      if (this.again) {
+        this.again = false;
+        void this.refresh();
+      }
+    });
+    return this.inFlight;
+  }
+
+  private async read(): Promise<void> {
+    const { store, jobStore, log, now } = this.options;
+    const at = now();
+    this.lastReadStart = performance.now();
+    try {
+      const [summaries, paused] = await Promise.all([store.jobSummaries(at - SUMMARY_WINDOW_MS), jobStore.paused()]);
+      this.summaries = summaries;
+      this.paused = paused;
+      this.readAt = at;
+      if (this.failing) log.info('job summaries read again from the store');
+      this.failing = false;
+    } catch (err) {
+      // The last figures stay (their readAt says how old they are); said once per outage.
+      if (!this.failing) log.warn({ err: { message: errorMessage(err) } }, 'job summaries could not be read from the store; the status page and metrics show the last figures');
+      this.failing = true;
+    }
+  }
+}
+
+/**
+ * Whether the store answers, for /readyz and scheduler_store_up: the scheduler's sweep says 'down'
+ * only after a statement failed (up to its 10 s timeout when the network is black-holed), so a clock
+ * read on the lease pool, bounded by 1 s, runs every second too; the store is 'ok' when the sweep
+ * says so and the last such read succeeded within STORE_FRESH_MS.
+ */
+export const STORE_FRESH_MS = 3000;
+
+export class StoreProbe {
+  private lastOk = performance.now();
+  private timer: NodeJS.Timeout | undefined;
+  private busy = false;
+
+  constructor(private readonly read: () => Promise<unknown>, private readonly everyMs = 1000) {}
+
+  start(): void {
+    this.timer = setInterval(() => {
+      if (this.busy) return;
+      this.busy = true;
+      void this.read().then(() => { this.lastOk = performance.now(); }, () => {}).finally(() => { this.busy = false; });
+    }, this.everyMs);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    if (this.timer) clearInterval(this.timer);
+  }
+
+  answers(): boolean {
+    return performance.now() - this.lastOk <= STORE_FRESH_MS;
+  }
+}

@@ -1,0 +1,144 @@
+/**
+ * The read model behind the status page and /api: the scheduler's snapshot, the loaded jobs, the
+ * invalid files and the summary cache (memory), plus one `history` statement where runs are asked
+ * for. Never a statement per job; never a secret (the store by its kind, Redis by its state).
+ */
+import { hostname } from 'node:os';
+import type { InvalidJobFile, Job } from '../jobs/types.js';
+import type { SchedulerSnapshot } from '../daemon/scheduler.js';
+import type { JobSummary, NodeRecord, RunRecord, RunStore } from '../store/types.js';
+import { describePeriods, nextPeriods } from '../time/schedule.js';
+import type { SummaryCache } from '../http/summaries.js';
+import type { InvalidJobView, JobDetailView, JobView, NodeView, RunView, RunsQuery, StatusReader, SummaryView } from './model.js';
+
+/** A node whose heartbeat (store clock) is younger than this is alive. */
+export const NODE_ALIVE_MS = 30_000;
+const NEXT_IN_LIST = 3;
+
+export interface StatusReaderOptions {
+  nodeId: string;
+  version: string;
+  storeKind: RunStore['kind'];
+  snapshot: () => SchedulerSnapshot;
+  jobs: Job[];
+  invalid: InvalidJobFile[];
+  cache: SummaryCache;
+  store: Pick<RunStore, 'history'>;
+  /** Whether the store answers (the scheduler's sweep and the readiness probe together). */
+  storeUp: () => boolean;
+  /** The store's clock as this node estimates it (epoch ms). */
+  now: () => number;
+  /** The nodes table (another part writes it); without it, this node alone from its snapshot. */
+  listNodes?: () => Promise<NodeRecord[]>;
+}
+
+/** The first line of an error, at most 300 characters. */
+export function firstLine(text: string | null | undefined): string | null {
+  if (text === null || text === undefined) return null;
+  const line = text.split('\n', 1)[0]!.trim();
+  return line.length > 300 ? `${line.slice(0, 299)}…` : line;
+}
+
+const iso = (ms: number | null | undefined): string | null => (ms === null || ms === undefined ? null : new Date(ms).toISOString());
+
+export function runView(r: RunRecord): RunView {
+  const pending = r.status === 'pending';
+  return {
+    job: r.job, scheduledAt: r.scheduledAt.toISOString(), periodKey: r.periodKey, attempt: r.attempt, trigger: r.trigger, status: r.status,
+    reason: r.reason, nodeId: r.nodeId, startedAt: pending ? null : r.startedAt.toISOString(), finishedAt: r.finishedAt?.toISOString() ?? null,
+    durationMs: r.durationMs, error: firstLine(r.error),
+  };
+}
+
+export function createStatusReader(o: StatusReaderOptions): StatusReader {
+  const byName = new Map(o.jobs.map((j) => [j.name, j]));
+
+  const jobView = (job: Job, summary: JobSummary | undefined, at: Date): JobView => {
+    const paused = o.cache.paused.get(job.name);
+    const last = summary?.last ?? null;
+    return {
+      name: job.name,
+      schedule: job.schedule.expression,
+      timezone: job.timezone,
+      next: job.enabled ? nextPeriods(job.schedule, at, NEXT_IN_LIST).map((d) => d.toISOString()) : [],
+      last: last ? { scheduledAt: iso(last.scheduledAt)!, status: last.status, finishedAt: iso(last.finishedAt), attempt: last.attempt, error: firstLine(last.error) } : null,
+      lastSuccessAt: iso(summary?.lastSuccessAt),
+      paused: paused ? { reason: paused.reason, since: iso(paused.pausedAt)! } : null,
+      running: summary?.running ?? 0,
+      failures24h: summary?.failures ?? 0,
+      missed24h: summary?.missed ?? 0,
+      overlap: job.overlap,
+      timeout: job.timeoutMs,
+      retries: job.retries,
+      file: job.file,
+    };
+  };
+
+  const selfNode = (): NodeView => {
+    const s = o.snapshot();
+    const now = o.now();
+    return {
+      id: o.nodeId, host: hostname(), pid: process.pid, version: o.version,
+      startedAt: iso(s.startedAt) ?? new Date(now).toISOString(), heartbeatAt: new Date(now).toISOString(),
+      inFlight: s.inFlight.length, clockOffsetMs: s.clockOffsetMs, state: s.stopping ? 'stopping' : 'running', alive: true,
+    };
+  };
+
+  const reader: StatusReader = {
+    async summary(): Promise<SummaryView> {
+      const s = o.snapshot();
+      let failures = 0;
+      let missed = 0;
+      let running = 0;
+      for (const sum of o.cache.summaries.values()) {
+        failures += sum.failures;
+        missed += sum.missed;
+        running += sum.running;
+      }
+      const nodes = o.listNodes ? (await reader.nodes()).filter((n) => n.alive).length : 1;
+      return {
+        nodeId: o.nodeId, version: o.version, nodesAlive: nodes,
+        store: { kind: o.storeKind, state: o.storeUp() ? 'ok' : 'down' },
+        redis: s.redis,
+        jobs: o.jobs.length,
+        invalidJobs: o.invalid.length,
+        paused: o.jobs.filter((j) => o.cache.paused.has(j.name)).length,
+        running,
+        failures24h: failures,
+        missed24h: missed,
+        clockOffsetMs: s.clockOffsetMs,
+        readAt: iso(o.cache.readAt),
+      };
+    },
+    async jobs() {
+      const at = new Date(o.now());
+      return o.jobs.map((j) => jobView(j, o.cache.summaries.get(j.name), at));
+    },
+    async job(name) {
+      const job = byName.get(name);
+      if (!job) return null;
+      const at = new Date(o.now());
+      const runs = await o.store.history({ job: name, limit: 100 });
+      return {
+        job: jobView(job, o.cache.summaries.get(name), at),
+        runs: runs.map(runView),
+        periods: job.enabled ? describePeriods(job.schedule, at, 10).map((p) => ({ utc: p.utc, local: p.local, dst: p.dst ?? null })) : [],
+      } satisfies JobDetailView;
+    },
+    async runs(query: RunsQuery) {
+      return (await o.store.history({ job: query.job, status: query.status, limit: query.limit ?? 100 })).map(runView);
+    },
+    async nodes() {
+      if (!o.listNodes) return [selfNode()];
+      const now = o.now();
+      return (await o.listNodes()).map((n): NodeView => ({
+        id: n.id, host: n.host, pid: n.pid, version: n.version, startedAt: new Date(n.startedAt).toISOString(), heartbeatAt: new Date(n.heartbeatAt).toISOString(),
+        inFlight: n.inFlight, clockOffsetMs: n.clockOffsetMs, state: n.state, alive: n.state !== 'stopped' && now - n.heartbeatAt < NODE_ALIVE_MS,
+      }));
+    },
+    invalid(): InvalidJobView[] {
+      return o.invalid.map((f) => ({ file: f.file, problems: f.problems.map((p) => firstLine(p) ?? '') }));
+    },
+  };
+  return reader;
+}

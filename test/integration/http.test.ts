@@ -1,0 +1,236 @@
+/**
+ * The daemon's HTTP server, as operators use it: the real `bin/scheduler run` on an ephemeral port
+ * (SCHEDULER_HTTP=127.0.0.1:0, the bound URL read from its "http server listening" line), probed with
+ * fetch. Probes, /metrics, the token, /api, bind failures, and a PostgreSQL store black-holed under
+ * a running node (readiness drops, liveness stays).
+ */
+import { createServer, type Server } from 'node:net';
+import { afterAll, describe, expect, it } from 'vitest';
+import { Daemon, runCli } from '../helpers/cli.js';
+import { BlackHoleProxy } from '../helpers/black-hole.js';
+import { createPostgresDb, type TestDatabase } from '../helpers/databases.js';
+import { waitFor } from '../helpers/redis.js';
+import { Workspace } from '../helpers/workspace.js';
+
+const CONTRACT_METRICS = [
+  'scheduler_runs_total', 'scheduler_run_duration_seconds', 'scheduler_fire_delay_seconds', 'scheduler_claims_total',
+  'scheduler_takeovers_total', 'scheduler_lease_lost_total', 'scheduler_missed_periods_total', 'scheduler_job_last_success_timestamp_seconds',
+  'scheduler_job_next_run_timestamp_seconds', 'scheduler_job_paused', 'scheduler_redis_quorum', 'scheduler_store_up',
+  'scheduler_clock_offset_seconds', 'scheduler_build_info',
+];
+const TOKEN = 'tok-9f8e7d6c5b4a';
+/** A job no daemon runs by itself in a test's time (1 January, 00:00). */
+const YEARLY = "export default { schedule: '0 0 1 1 *', async run() { return 'by hand'; } };\n";
+const EVERY_SECOND = "export default { schedule: '* * * * * *', async run() { return 1; } };\n";
+
+const cleanups: Array<() => Promise<void> | void> = [];
+afterAll(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+function workspace(): Workspace {
+  const ws = new Workspace('cron-it-http-');
+  cleanups.push(() => ws.cleanup());
+  return ws;
+}
+
+function start(ws: Workspace, env: Record<string, string>): Daemon {
+  const d = new Daemon([], { cwd: ws.dir, env: { SCHEDULER_JOBS_DIR: ws.jobsDir, SCHEDULER_LOG_LEVEL: 'info', SCHEDULER_HTTP: '127.0.0.1:0', ...env } });
+  cleanups.push(async () => void (await d.stop('SIGKILL', 5000)));
+  return d;
+}
+
+/** The URL from the daemon's "http server listening" line, reachable from here. */
+async function urlOf(d: Daemon): Promise<string> {
+  const url = await waitFor('http server listening', () => d.logs().find((l) => l.msg === 'http server listening')?.url as string | undefined, 60_000);
+  return url.replace('://0.0.0.0:', '://127.0.0.1:');
+}
+
+async function get(url: string, init: RequestInit = {}): Promise<{ status: number; body: string; json: () => Record<string, unknown>; headers: Headers }> {
+  const res = await fetch(url, init);
+  const body = await res.text();
+  return { status: res.status, body, headers: res.headers, json: () => JSON.parse(body) as Record<string, unknown> };
+}
+
+/** `name{labels} value` from a Prometheus text answer; undefined when the series is absent. */
+function sample(text: string, series: string): number | undefined {
+  const line = text.split('\n').find((l) => l.startsWith(`${series} `));
+  return line === undefined ? undefined : Number(line.slice(series.length + 1));
+}
+
+async function freePortHeld(): Promise<{ port: number; server: Server }> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+  cleanups.push(() => new Promise<void>((resolve) => server.close(() => resolve())));
+  return { port: (server.address() as { port: number }).port, server };
+}
+
+describe('HTTP server of bin/scheduler run', () => {
+  it('SQLite node on 0.0.0.0 with a token: probes and /metrics need none, / and /api need it; every contract metric, per-job series at 0, counts after runs; 404, 405, 400 as JSON', async () => {
+    const ws = workspace();
+    ws.writeJob('yearly.mjs', YEARLY);
+    ws.writeJob('every.mjs', EVERY_SECOND);
+    const d = start(ws, { SCHEDULER_STORE: ws.sqliteStore(), SCHEDULER_HTTP: '0.0.0.0:0', SCHEDULER_HTTP_TOKEN: TOKEN });
+    const url = await urlOf(d);
+    const auth = { headers: { authorization: `Bearer ${TOKEN}` } };
+
+    const ready = await waitFor('readyz 200', async () => { const r = await get(`${url}/readyz`); return r.status === 200 ? r : undefined; }, 60_000);
+    expect(ready.json()).toEqual({ status: 'ready', store: 'ok', redis: 'none', jobs: 2, invalidJobs: 0 });
+    const health = await get(`${url}/healthz`);
+    expect(health.status).toBe(200);
+    expect(health.json().status).toBe('ok');
+    const warning = d.logs().find((l) => l.level === 'warn' && /non-loopback/.test(String(l.msg)));
+    expect(warning?.msg).toMatch(/need the bearer token/);
+
+    const metrics = await waitFor('a run counted', async () => {
+      const m = await get(`${url}/metrics`);
+      return (sample(m.body, 'scheduler_runs_total{job="every",status="succeeded"}') ?? 0) >= 2 ? m : undefined;
+    }, 60_000);
+    expect(metrics.status).toBe(200);
+    expect(metrics.headers.get('content-type')).toMatch(/^text\/plain/);
+    for (const name of CONTRACT_METRICS) expect(metrics.body, name).toMatch(new RegExp(`^# TYPE ${name} `, 'm'));
+    expect(metrics.body).toMatch(/^process_cpu_user_seconds_total /m);
+    expect(metrics.body).toMatch(/^nodejs_eventloop_lag_seconds /m);
+    // The job that never ran: every series a user graphs is there, at 0.
+    for (const status of ['succeeded', 'failed', 'timed_out', 'abandoned', 'skipped', 'interrupted']) {
+      expect(sample(metrics.body, `scheduler_runs_total{job="yearly",status="${status}"}`), status).toBe(0);
+    }
+    expect(sample(metrics.body, 'scheduler_run_duration_seconds_count{job="yearly"}')).toBe(0);
+    expect(sample(metrics.body, 'scheduler_missed_periods_total{job="yearly"}')).toBe(0);
+    expect(sample(metrics.body, 'scheduler_job_last_success_timestamp_seconds{job="yearly"}')).toBe(0);
+    expect(sample(metrics.body, 'scheduler_job_paused{job="yearly"}')).toBe(0);
+    expect(sample(metrics.body, 'scheduler_job_next_run_timestamp_seconds{job="yearly"}')).toBe(Date.UTC(new Date().getUTCFullYear() + 1, 0, 1) / 1000);
+    expect(sample(metrics.body, 'scheduler_claims_total{outcome="lost_row"}')).toBe(0);
+    // The job that ran.
+    expect(sample(metrics.body, 'scheduler_claims_total{outcome="won"}')).toBeGreaterThanOrEqual(2);
+    expect(sample(metrics.body, 'scheduler_run_duration_seconds_count{job="every"}')).toBeGreaterThanOrEqual(2);
+    expect(sample(metrics.body, 'scheduler_fire_delay_seconds_count')).toBeGreaterThanOrEqual(2);
+    expect(sample(metrics.body, 'scheduler_redis_quorum')).toBe(1);
+    expect(sample(metrics.body, 'scheduler_store_up')).toBe(1);
+    expect(sample(metrics.body, 'scheduler_build_info{version="0.1.0"}')).toBe(1);
+    await waitFor('last success from the store', async () => (sample((await get(`${url}/metrics`)).body, 'scheduler_job_last_success_timestamp_seconds{job="every"}') ?? 0) > Date.now() / 1000 - 120, 30_000);
+
+    // The token: / and /api only.
+    for (const path of ['/', '/api/jobs', '/api/summary']) {
+      const denied = await get(`${url}${path}`);
+      expect(denied.status, path).toBe(401);
+      expect(denied.json().error).toMatch(/Bearer/);
+      expect((await get(`${url}${path}`, { headers: { authorization: 'Bearer wrong' } })).status, path).toBe(401);
+      expect((await get(`${url}${path}`, auth)).status, path).toBe(200);
+    }
+    const jobs = (await get(`${url}/api/jobs`, auth)).json() as { jobs: Array<{ name: string; next: string[]; lastSuccessAt: string | null }>; invalid: unknown[] };
+    expect(jobs.jobs.map((j) => j.name).sort()).toEqual(['every', 'yearly']);
+    expect(jobs.jobs.find((j) => j.name === 'every')!.lastSuccessAt).not.toBeNull();
+    const detail = await get(`${url}/api/jobs/every`, auth);
+    expect(detail.status).toBe(200);
+    expect((detail.json().runs as Array<{ status: string }>).length).toBeGreaterThan(0);
+    expect((detail.json().periods as unknown[]).length).toBe(10);
+    const unknown = await get(`${url}/api/jobs/nope`, auth);
+    expect(unknown.status).toBe(404);
+    expect(unknown.json()).toMatchObject({ error: 'no such job', job: 'nope' });
+    const runs = (await get(`${url}/api/runs?job=every&status=succeeded&limit=2`, auth)).json() as { runs: Array<{ job: string; status: string }> };
+    expect(runs.runs).toHaveLength(2);
+    expect(runs.runs.every((r) => r.job === 'every' && r.status === 'succeeded')).toBe(true);
+    const badStatus = await get(`${url}/api/runs?status=done`, auth);
+    expect(badStatus.status).toBe(400);
+    expect(badStatus.json()).toMatchObject({ parameter: 'status' });
+    expect(badStatus.json().error).toMatch(/status=done.*succeeded/);
+    const badLimit = await get(`${url}/api/runs?limit=5000`, auth);
+    expect(badLimit.status).toBe(400);
+    expect(badLimit.json()).toMatchObject({ parameter: 'limit' });
+    const nodes = (await get(`${url}/api/nodes`, auth)).json() as { nodes: Array<{ id: string; alive: boolean }> };
+    expect(nodes.nodes).toHaveLength(1);
+    expect(nodes.nodes[0]!.alive).toBe(true);
+
+    const missing = await get(`${url}/nowhere`, auth);
+    expect(missing.status).toBe(404);
+    expect(missing.json()).toEqual({ error: 'not found', path: '/nowhere' });
+    const post = await get(`${url}/healthz`, { method: 'POST' });
+    expect(post.status).toBe(405);
+    expect(post.headers.get('allow')).toBe('GET, HEAD');
+    expect(post.json().error).toBe('method not allowed');
+
+    expect(await d.stop('SIGTERM')).toBe(0);
+    expect(d.logs().at(-1)?.msg).toBe('stopped');
+    await expect(fetch(`${url}/healthz`)).rejects.toThrow();
+  }, 120_000);
+
+  it('a configured address in use is exit 2 naming the setting and the port, before the store is opened; the default address in use is a warning and the node runs', async () => {
+    const ws = workspace();
+    ws.writeJob('yearly.mjs', YEARLY);
+    const { port } = await freePortHeld();
+    const r = await runCli(['run'], { cwd: ws.dir, env: { SCHEDULER_JOBS_DIR: ws.jobsDir, SCHEDULER_STORE: ws.sqliteStore(), SCHEDULER_HTTP: `127.0.0.1:${port}` } });
+    expect(r.code, r.stderr).toBe(2);
+    expect(r.stderr.trim()).toBe(`scheduler: SCHEDULER_HTTP: 127.0.0.1:${port} is in use (EADDRINUSE)`);
+    const flag = await runCli(['run', '--http', `127.0.0.1:${port}`], { cwd: ws.dir, env: { SCHEDULER_JOBS_DIR: ws.jobsDir, SCHEDULER_STORE: ws.sqliteStore() } });
+    expect(flag.code).toBe(2);
+    expect(flag.stderr).toContain(`--http: 127.0.0.1:${port} is in use`);
+
+    // The built-in default (127.0.0.1:9464): held here, unless another node on this machine has it already.
+    const held = createServer();
+    await new Promise<void>((resolve) => held.once('error', () => resolve()).listen(9464, '127.0.0.1', () => resolve()));
+    cleanups.push(() => new Promise<void>((resolve) => (held.listening ? held.close(() => resolve()) : resolve())));
+    const d = new Daemon([], { cwd: ws.dir, env: { SCHEDULER_JOBS_DIR: ws.jobsDir, SCHEDULER_STORE: ws.sqliteStore(), SCHEDULER_LOG_LEVEL: 'info' } });
+    cleanups.push(async () => void (await d.stop('SIGKILL', 5000)));
+    await waitFor('scheduler started', () => d.logs().some((l) => l.msg === 'scheduler started'), 60_000);
+    const warning = d.logs().find((l) => l.level === 'warn' && /9464/.test(String(l.msg)));
+    expect(warning?.msg).toMatch(/127\.0\.0\.1:9464 is in use.*off for this node.*SCHEDULER_HTTP=/);
+    expect(d.logs().some((l) => l.msg === 'http server listening')).toBe(false);
+    expect(await d.stop('SIGTERM')).toBe(0);
+  }, 90_000);
+});
+
+describe('HTTP server on a PostgreSQL store shared by two nodes', () => {
+  let pg: TestDatabase;
+  const proxy = new BlackHoleProxy(5432);
+  afterAll(async () => {
+    await proxy.close();
+    await pg?.drop();
+  });
+
+  it("any node's scrape tells the cluster's last success; /readyz drops to 503 while the store is black-holed (healthz stays 200) and comes back; no password in any answer", async () => {
+    pg = await createPostgresDb('cron_http');
+    await proxy.start();
+    const secret = 'pw-Xy7-never-shown';
+    const direct = new URL(pg.url);
+    direct.password = secret;
+    const ws = workspace();
+    ws.writeJob('yearly.mjs', YEARLY);
+    const a = start(ws, { SCHEDULER_STORE: proxy.urlFor(direct.toString()), SCHEDULER_NODE_ID: 'http-a' });
+    const urlA = await urlOf(a);
+    // B on a wildcard address with no token: warned.
+    const b = start(ws, { SCHEDULER_STORE: direct.toString(), SCHEDULER_NODE_ID: 'http-b', SCHEDULER_HTTP: '0.0.0.0:0' });
+    const urlB = await urlOf(b);
+    expect(b.logs().find((l) => l.level === 'warn' && /non-loopback/.test(String(l.msg)))?.msg).toMatch(/no SCHEDULER_HTTP_TOKEN/);
+    for (const url of [urlA, urlB]) await waitFor(`readyz of ${url}`, async () => (await get(`${url}/readyz`)).status === 200, 60_000);
+
+    const lastSuccess = async (url: string) => sample((await get(`${url}/metrics`)).body, 'scheduler_job_last_success_timestamp_seconds{job="yearly"}');
+    expect(await lastSuccess(urlB)).toBe(0);
+    const manual = await runCli(['run-once', 'yearly'], { cwd: ws.dir, env: { SCHEDULER_JOBS_DIR: ws.jobsDir, SCHEDULER_STORE: direct.toString(), SCHEDULER_NODE_ID: 'http-cli' } });
+    expect(manual.code, manual.stderr).toBe(0);
+    // Neither daemon ran it; both say when it last succeeded (read from the store in the background).
+    for (const url of [urlB, urlA]) await waitFor(`last success on ${url}`, async () => ((await lastSuccess(url)) ?? 0) > Date.now() / 1000 - 120, 30_000);
+
+    for (const url of [urlA, urlB]) {
+      for (const path of ['/readyz', '/api/summary', '/api/jobs', '/api/jobs/yearly', '/api/runs', '/api/nodes', '/metrics', '/']) {
+        const r = await get(`${url}${path}`);
+        expect(r.status, path).toBe(200);
+        expect(r.body, path).not.toContain(secret);
+      }
+    }
+    expect((await get(`${urlA}/api/summary`)).json().store).toEqual({ kind: 'postgres', state: 'ok' });
+    expect(`${a.output}${a.errors}${b.output}${b.errors}`).not.toContain(secret);
+
+    proxy.hole();
+    const down = await waitFor('readyz 503 on the black-holed node', async () => { const r = await get(`${urlA}/readyz`); return r.status === 503 ? r : undefined; }, 30_000);
+    expect(down.json()).toMatchObject({ status: 'not ready', store: 'down', jobs: 1, invalidJobs: 0 });
+    expect((await get(`${urlA}/healthz`)).status).toBe(200);
+    expect(sample((await get(`${urlA}/metrics`)).body, 'scheduler_store_up')).toBe(0);
+    expect((await get(`${urlB}/readyz`)).status).toBe(200);
+    proxy.lift();
+    await waitFor('readyz 200 again', async () => (await get(`${urlA}/readyz`)).status === 200, 60_000);
+
+    expect(await a.stop('SIGTERM')).toBe(0);
+    expect(await b.stop('SIGTERM')).toBe(0);
+  }, 180_000);
+});
