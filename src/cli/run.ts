@@ -94,7 +94,7 @@ export function runCommand(program: Command): void {
       const alerts = attachAlerts(config, rt, jobs, log);
       const scheduler = new Scheduler({ jobs, store: rt.store, runner: rt.runner, executor: rt.executor, takeover: rt.takeover, reconciler: rt.reconciler, log, now: () => new Date(rt.clock.now()),
         events: rt.events, lockState: () => rt.lock.state(), clockReading: () => rt.clock.reading(), onSweep: () => heartbeat.pulse() });
-      http.attach({ rt, scheduler, jobs, invalid });
+      http.attach({ rt, scheduler, jobs, invalid, listNodes: () => rt.nodeStore.list({ recentMs: 86_400_000 }) });
       await scheduler.start();
       // Off the tick path: its own timer, first a minute after start, then hourly.
       const pruner = new RetentionPruner({ store: rt.store, retentionMs: config.retentionMs, jobs, log });

@@ -8,7 +8,7 @@ import type { Scheduler, SchedulerSnapshot } from '../daemon/scheduler.js';
 import type { InvalidJobFile, Job } from '../jobs/types.js';
 import type { Logger } from '../log.js';
 import type { Runtime } from '../runtime.js';
-import type { NodeRecord } from '../store/types.js';
+import type { ListedNode } from '../store/types.js';
 import { createStatusReader } from '../status/reader.js';
 import type { StatusReader } from '../status/model.js';
 import { apiRoute } from './api.js';
@@ -26,7 +26,7 @@ export interface AttachOptions {
   scheduler: Scheduler;
   jobs: Job[];
   invalid: InvalidJobFile[];
-  listNodes?: () => Promise<NodeRecord[]>;
+  listNodes?: () => Promise<ListedNode[]>;
 }
 
 interface Attached {

@@ -6,13 +6,12 @@
 import { hostname } from 'node:os';
 import type { InvalidJobFile, Job } from '../jobs/types.js';
 import type { SchedulerSnapshot } from '../daemon/scheduler.js';
-import type { JobSummary, NodeRecord, RunRecord, RunStore } from '../store/types.js';
+import type { JobSummary, ListedNode, RunRecord, RunStore } from '../store/types.js';
+import { nodeView } from '../nodes/view.js';
 import { describePeriods, nextPeriods } from '../time/schedule.js';
 import type { SummaryCache } from '../http/summaries.js';
 import type { InvalidJobView, JobDetailView, JobView, NodeView, RunView, RunsQuery, StatusReader, SummaryView } from './model.js';
 
-/** A node whose heartbeat (store clock) is younger than this is alive. */
-export const NODE_ALIVE_MS = 30_000;
 const NEXT_IN_LIST = 3;
 
 export interface StatusReaderOptions {
@@ -29,7 +28,7 @@ export interface StatusReaderOptions {
   /** The store's clock as this node estimates it (epoch ms). */
   now: () => number;
   /** The nodes table (another part writes it); without it, this node alone from its snapshot. */
-  listNodes?: () => Promise<NodeRecord[]>;
+  listNodes?: () => Promise<ListedNode[]>;
 }
 
 /** The first line of an error, at most 300 characters. */
@@ -130,11 +129,8 @@ export function createStatusReader(o: StatusReaderOptions): StatusReader {
     },
     async nodes() {
       if (!o.listNodes) return [selfNode()];
-      const now = o.now();
-      return (await o.listNodes()).map((n): NodeView => ({
-        id: n.id, host: n.host, pid: n.pid, version: n.version, startedAt: new Date(n.startedAt).toISOString(), heartbeatAt: new Date(n.heartbeatAt).toISOString(),
-        inFlight: n.inFlight, clockOffsetMs: n.clockOffsetMs, state: n.state, alive: n.state !== 'stopped' && now - n.heartbeatAt < NODE_ALIVE_MS,
-      }));
+      // Liveness judged by the store's clock, in the nodes table's own statement.
+      return (await o.listNodes()).map(nodeView);
     },
     invalid(): InvalidJobView[] {
       return o.invalid.map((f) => ({ file: f.file, problems: f.problems.map((p) => firstLine(p) ?? '') }));
