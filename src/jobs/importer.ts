@@ -22,9 +22,12 @@ export function createJobImporter(): JobImporter {
     alias: { 'cluster-cron': PACKAGE_ENTRY },
   });
   return async (file) => {
-    if (!NATIVE_EXTENSIONS.has(extname(file))) return jiti.import(file) as Promise<Record<string, unknown> | undefined>;
+    // Read before the import: if the file changes in between, the version recorded is the older one,
+    // and the next reload sees a change (never the reverse, which would keep stale code).
     const source = readFileSync(file);
     const version = contentHash(source);
+    lastImported.set(file, version);
+    if (!NATIVE_EXTENSIONS.has(extname(file))) return jiti.import(file) as Promise<Record<string, unknown> | undefined>;
     const first = firstImported.get(file);
     if (first === undefined) firstImported.set(file, version);
     if (first === undefined || first === version) return jiti.import(file) as Promise<Record<string, unknown> | undefined>;
@@ -45,6 +48,14 @@ export function createJobImporter(): JobImporter {
 const NATIVE_EXTENSIONS = new Set(['.mjs', '.js']);
 /** Per file: the hash of the content this process imported first (under the file's plain URL). */
 const firstImported = new Map<string, string>();
+
+/** Per file: the hash of the content read when it was last imported in this thread. */
+const lastImported = new Map<string, string>();
+
+/** The content hash of `file` as last imported by this thread, if it was. */
+export function importedVersion(file: string): string | undefined {
+  return lastImported.get(file);
+}
 
 /** A short hash of a file's content: names a version of a module, and tells a changed job file on reload. */
 export function contentHash(content: Buffer | string): string {
