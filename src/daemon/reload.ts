@@ -50,7 +50,7 @@ const FIXED: Array<{ name: string; shown: (c: Config) => string }> = [
 ];
 
 /** Settings applied by the reload itself (directly, or through the jobs loaded with them). */
-const LIVE = ['jobsDir', 'timezone', 'isolation', 'logLevel', 'gracePeriodMs', 'retention', 'loadTimeout'] as const;
+const LIVE = ['jobsDir', 'timezone', 'isolation', 'logLevel', 'gracePeriod', 'retention', 'loadTimeout'] as const;
 /** Settings a running daemon keeps until its next restart. */
 const AT_RESTART = ['maxResultSize'] as const;
 
@@ -203,8 +203,8 @@ export class Reloader {
 
     // The settings: applied from here on (the daemon reads gracePeriod and retention from `config`).
     if (config.logLevel !== previous.logLevel) log.level = config.logLevel;
-    const before = describeConfig(previous);
-    const now = describeConfig(config);
+    const before = described(previous);
+    const now = described(config);
     const changed = (names: readonly string[]) => names.filter((k) => JSON.stringify(before[k]) !== JSON.stringify(now[k])).map((k) => `${k} (${show(before[k])} → ${show(now[k])})`);
     const live = changed(LIVE);
     const atRestart = changed(AT_RESTART);
@@ -227,6 +227,12 @@ export class Reloader {
       `reload done: ${diff.added.length} added, ${diff.removed.length} removed, ${diff.changed.length} changed, ${diff.next.length - diff.added.length - diff.changed.length} unchanged; ${loaded.invalid.length} invalid file(s)`);
     await this.options.applied?.({ config: this.current, previous, jobs: diff.next, jobsChanged });
   }
+}
+
+/** The settings as the config file names them, secrets redacted. */
+function described(config: Config): Record<string, unknown> {
+  const { gracePeriodMs: _ms, ...rest } = describeConfig(config);
+  return { ...rest, gracePeriod: formatDuration(config.gracePeriodMs) };
 }
 
 function show(value: unknown): string {

@@ -49,6 +49,8 @@ describe('reload on SIGHUP', () => {
     ws.writeJob('steady.mjs', `export default { schedule: '* * * * * *', run( {} };\n`);
     ws.writeJob('new-bad.mjs', `export default { schedule: '61 * * * *', run() {} };\n`);
     ws.writeJob('in-worker.mjs', jobSource(`schedule: '* * * * * *', catchUp: '5s', isolation: 'worker',`, `record(ctx, 'v2');`));
+    // And settings: one that applies live, one that waits for the next restart.
+    writeFileSync(configFile, JSON.stringify({ store: ws.sqliteStore(), gracePeriod: '5s', maxResultSize: '2MB' }));
     const done = await reload(d, /^reload done/, 1);
     const doneAt = Date.parse(String(done.time));
     expect(done).toMatchObject({ added: 1, removed: 1, changed: 2, kept: 1, invalidFiles: 2 });
@@ -63,6 +65,7 @@ describe('reload on SIGHUP', () => {
     expect(steadyLines).toHaveLength(1);
     expect(steadyLines[0]!.msg).toMatch(/cannot be loaded: .*previous definition of 'steady' stays scheduled/);
     expect(errors.filter((l) => String(l.msg).includes('new-bad.mjs')).map((l) => l.msg)).toEqual([expect.stringContaining("field 'schedule'")]);
+    expect(logLines(d, /^settings /).map((l) => l.msg)).toEqual(['settings applied: gracePeriod (30s → 5s)', 'settings changed that apply at the next restart: maxResultSize (1MB → 2MB)']);
 
     // The run in flight goes on: released now, it ends succeeded with its old code, its side effect once.
     writeFileSync(release, '');
@@ -93,5 +96,7 @@ describe('reload on SIGHUP', () => {
     expect(logLines(d, /^reload done/)).toHaveLength(1);
 
     expect(await d.stop('SIGTERM'), d.errors).toBe(0);
+    // The grace period of the reload that was applied.
+    expect(logLines(d, /^shutdown requested$/).map((l) => l.gracePeriod)).toEqual(['5s']);
   });
 });
