@@ -12,7 +12,7 @@ import { takeHeldSignals } from './signals.js';
 
 export function runCommand(program: Command): void {
   withCommonOptions(program.command('run'), { json: false })
-    .description('the daemon: schedule every valid job until SIGTERM or SIGINT')
+    .description('the daemon: schedule every valid job until SIGTERM or SIGINT; SIGHUP reloads the config file and the jobs folder')
     .option('--grace-period <duration>', 'how long in-flight runs may finish after SIGTERM (SCHEDULER_GRACE_PERIOD, default 30s)')
     .option('--http <addr>', "the HTTP server's address (planned: probes, metrics, status page): host:port or off (SCHEDULER_HTTP, default off)")
     .option('--retention <duration|off>', 'finished runs older than this are pruned in the background, hourly (SCHEDULER_RETENTION, default 30d)')
