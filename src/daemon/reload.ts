@@ -202,7 +202,6 @@ export class Reloader {
     if (this.stopped) return;
 
     // The settings: applied from here on (the daemon reads gracePeriod and retention from `config`).
-    if (config.logLevel !== previous.logLevel) log.level = config.logLevel;
     const before = described(previous);
     const now = described(config);
     const changed = (names: readonly string[]) => names.filter((k) => JSON.stringify(before[k]) !== JSON.stringify(now[k])).map((k) => `${k} (${show(before[k])} → ${show(now[k])})`);
@@ -225,6 +224,8 @@ export class Reloader {
     if (atRestart.length > 0) log.warn(`settings changed that apply at the next restart: ${atRestart.join(', ')}`);
     log.info({ added: diff.added.length, removed: diff.removed.length, changed: diff.changed.length, kept: diff.kept.length, invalidFiles: loaded.invalid.length, jobs: diff.next.map((j) => j.name) },
       `reload done: ${diff.added.length} added, ${diff.removed.length} removed, ${diff.changed.length} changed, ${diff.next.length - diff.added.length - diff.changed.length} unchanged; ${loaded.invalid.length} invalid file(s)`);
+    // After the reload's own lines, so that raising the level to 'warn' still shows what it did.
+    if (config.logLevel !== previous.logLevel) log.level = config.logLevel;
     await this.options.applied?.({ config: this.current, previous, jobs: diff.next, jobsChanged });
   }
 }
