@@ -163,7 +163,8 @@ export class Reloader {
       try {
         await this.reloadOnce();
       } catch (err) {
-        this.options.log.error({ err: { message: errorMessage(err) } }, `reload failed: ${errorMessage(err)}; nothing changed`);
+        // During the shutdown the store closes under a reload: not worth a line.
+        if (!this.stopped) this.options.log.error({ err: { message: errorMessage(err) } }, `reload failed: ${errorMessage(err)}`);
       }
     } while (this.again && !this.stopped);
   }

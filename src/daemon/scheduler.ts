@@ -162,7 +162,8 @@ export class Scheduler {
       const next = nextPeriodAfter(job.schedule, now);
       return { job, cursor: now, next, afterNext: next ? nextPeriodAfter(job.schedule, next) : null };
     });
-    this.longestLockTtlMs = Math.max(this.longestLockTtlMs, ...this.states.map((s) => s.job.lockTtlMs));
+    // A removed job's run may still be in flight at the shutdown, whose last wait covers its lockTtl.
+    this.longestLockTtlMs = Math.max(this.longestLockTtlMs, ...[...previous.values()].map((s) => s.job.lockTtlMs));
     if (this.timer) clearTimeout(this.timer);
     this.arm();
   }

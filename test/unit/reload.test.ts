@@ -43,6 +43,17 @@ function writeJob(dir: string, name: string, source: string): void {
 
 const job = (schedule: string) => `export default { schedule: '${schedule}', run() {} };\n`;
 
+describe('a changed .mjs job file that imports cluster-cron (Node cannot resolve it: jiti transpiles it)', () => {
+  it('loads its new version', async () => {
+    const s = setup({});
+    const source = (schedule: string) => `import { defineJob } from 'cluster-cron';\nexport default defineJob({ schedule: '${schedule}', run() {} });\n`;
+    writeJob(s.dir, 'typed.mjs', source('0 1 * * *'));
+    expect((await loadJobs(s.jobsDir, 'UTC', s.dir)).jobs.map((j) => j.schedule.expression)).toEqual(['0 1 * * *']);
+    writeJob(s.dir, 'typed.mjs', source('0 2 * * *'));
+    expect((await loadJobs(s.jobsDir, 'UTC', s.dir)).jobs.map((j) => j.schedule.expression)).toEqual(['0 2 * * *']);
+  });
+});
+
 describe('Reloader', () => {
   it('SIGHUPs during a reload are coalesced into one more; none after stop()', async () => {
     const s = setup({ 'a.mjs': job('* * * * *') });
