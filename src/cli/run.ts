@@ -6,7 +6,7 @@ import { RetentionPruner } from '../run/retention.js';
 import { openRuntime } from '../runtime.js';
 import { formatDuration } from '../time/duration.js';
 import { describeConfig } from '../config/config.js';
-import { Reloader } from '../daemon/reload.js';
+import { loadJobsForReload, Reloader } from '../daemon/reload.js';
 import { configFrom, jobsOf, setup, withCommonOptions, type CommonOptions } from './common.js';
 import { takeHeldSignals } from './signals.js';
 
@@ -68,7 +68,7 @@ export function runCommand(program: Command): void {
       const reloader = new Reloader({
         config, jobs, log,
         loadConfig: () => configFrom(options),
-        loadJobs: (c) => jobsOf(c),
+        loadJobs: loadJobsForReload,
         replaceJobs: (next) => scheduler.replaceJobs(next),
         // Pruning follows the retention and the jobs' largest catchUp: a new pruner with the new ones.
         async applied({ config: now, previous, jobs: current, jobsChanged }) {

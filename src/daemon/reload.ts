@@ -18,8 +18,8 @@ import type { Config } from '../config/config.js';
 import { describeConfig } from '../config/config.js';
 import { redactUrl } from '../config/redact.js';
 import { errorMessage } from '../errors.js';
-import { contentHash, importedVersion } from '../jobs/importer.js';
-import type { LoadedJobs } from '../jobs/load.js';
+import { contentHash, createJobImporter, importedVersion, type JobImporter } from '../jobs/importer.js';
+import { loadJobs, type LoadedJobs } from '../jobs/load.js';
 import type { Job } from '../jobs/types.js';
 import type { Logger } from '../log.js';
 import { formatDuration } from '../time/duration.js';
@@ -117,6 +117,25 @@ export function diffJobs(before: Array<{ job: Job; fp: Record<string, string> }>
     } else out.removed.push(b.job);
   }
   return out;
+}
+
+/**
+ * The jobs folder loaded as at start, but one file's import started per turn of the event loop: the
+ * daemon is scheduling meanwhile, and a `.ts` file's transpile (or an `.mjs` file's synchronous top
+ * level) blocks the thread, so files started back to back would hold the tick's timer for all of them.
+ */
+export function loadJobsForReload(config: Config): Promise<LoadedJobs> {
+  return loadJobs(config.jobsDir, config.timezone, { timeoutMs: config.loadTimeoutMs, defaults: { isolation: config.isolation }, importer: oneFilePerTurn(createJobImporter()) });
+}
+
+function oneFilePerTurn(importer: JobImporter): JobImporter {
+  let turn: Promise<void> = Promise.resolve();
+  return (file) => {
+    // An immediate queued from inside another immediate runs at the next turn, after the timers.
+    const mine = turn.then(() => new Promise<void>((resolve) => setImmediate(resolve)));
+    turn = mine;
+    return mine.then(() => importer(file));
+  };
 }
 
 export class Reloader {
