@@ -243,7 +243,7 @@ export class Reloader {
     if (live.length > 0) log.info(`settings applied: ${live.join(', ')}`);
     if (atRestart.length > 0) log.warn(`settings changed that apply at the next restart: ${atRestart.join(', ')}`);
     log.info({ added: diff.added.length, removed: diff.removed.length, changed: diff.changed.length, kept: diff.kept.length, invalidFiles: loaded.invalid.length, jobs: diff.next.map((j) => j.name) },
-      `reload done: ${diff.added.length} added, ${diff.removed.length} removed, ${diff.changed.length} changed, ${diff.next.length - diff.added.length - diff.changed.length} unchanged; ${loaded.invalid.length} invalid file(s)`);
+      `reload done: ${diff.added.length} added, ${diff.removed.length} removed, ${diff.changed.length} changed, ${diff.next.length - diff.added.length - diff.changed.length - diff.kept.length} unchanged${diff.kept.length > 0 ? `, ${diff.kept.length} kept as they were (their file is invalid)` : ''}; ${loaded.invalid.length} invalid file(s)`);
     // After the reload's own lines, so that raising the level to 'warn' still shows what it did.
     if (config.logLevel !== previous.logLevel) log.level = config.logLevel;
     await this.options.applied?.({ config: this.current, previous, jobs: diff.next, jobsChanged });
