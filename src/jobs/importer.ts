@@ -5,6 +5,7 @@
  */
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { extname } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { createJiti } from 'jiti';
@@ -34,7 +35,8 @@ export function createJobImporter(): JobImporter {
     // jiti hands `.mjs` (and `.js` under "type": "module") to Node's own import, which caches a module
     // by its URL for the life of the process: a changed file gets a URL of its own version. A file
     // that Node cannot import (it imports 'cluster-cron' with no package.json) is transpiled, as jiti's
-    // own fallback does.
+    // own fallback does. A CommonJS `.js` file is cached by its file name too, whatever the URL.
+    delete moduleCache[file];
     try {
       const ns = (await import(`${pathToFileURL(file).href}?v=${version}`)) as Record<string, unknown>;
       return 'default' in ns ? ns : { __esModule: true, ...ns };
@@ -46,6 +48,7 @@ export function createJobImporter(): JobImporter {
 
 /** Files that jiti may import with Node's own (cached) import; `.ts` and `.mts` are transpiled afresh each time. */
 const NATIVE_EXTENSIONS = new Set(['.mjs', '.js']);
+const moduleCache = createRequire(import.meta.url).cache;
 /** Per file: the hash of the content this process imported first (under the file's plain URL). */
 const firstImported = new Map<string, string>();
 

@@ -14,6 +14,12 @@ import { waitForLog } from './cluster-scenario.js';
 const { workspace, start, history } = singleNode('cron-reload-', 'reload-node');
 
 const effects = (ws: Workspace, job: string, event = 'start') => ws.records<Effect>('effects.jsonl').filter((e) => e.job === job && e.event === event);
+/** A CommonJS job file (Node caches it by file name, whatever the URL it is imported under). */
+const commonJsJob = (event: string) => `const { appendFileSync } = require('node:fs');
+module.exports = { schedule: '* * * * * *', catchUp: '5s', run(ctx) {
+  appendFileSync(process.env.SIDE_EFFECTS, JSON.stringify({ event: '${event}', job: ctx.job, periodKey: ctx.periodKey, scheduledAt: ctx.scheduledAt.toISOString(), at: Date.now() }) + '\\n');
+} };
+`;
 const logLines = (d: Daemon, pattern: RegExp) => d.logs().filter((l) => typeof l.msg === 'string' && pattern.test(l.msg));
 
 /** Sends SIGHUP and waits for the reload's summary (the n-th 'reload done' line) or its refusal. */
@@ -33,6 +39,7 @@ describe('reload on SIGHUP', () => {
     ws.writeJob('steady.mjs', jobSource(`schedule: '* * * * * *', catchUp: '5s',`));
     ws.writeJob('gone.mjs', jobSource(`schedule: '* * * * * *', catchUp: '5s',`));
     ws.writeJob('in-worker.mjs', jobSource(`schedule: '* * * * * *', catchUp: '5s', isolation: 'worker',`, `record(ctx, 'v1');`));
+    ws.writeJob('legacy.js', commonJsJob('v1'));
     const d = start(ws, { SCHEDULER_STORE: '', SCHEDULER_CONFIG: configFile });
     await waitForLog(d, 'the daemon to schedule', 'scheduler started');
     const [inFlight] = await waitFor('the long run to start', () => {
@@ -40,6 +47,7 @@ describe('reload on SIGHUP', () => {
       return s.length > 0 ? s : false;
     }, 30_000);
     await waitFor('the worker job to run', () => effects(ws, 'in-worker', 'v1').length > 0, 30_000);
+    await waitFor('the CommonJS job to run', () => effects(ws, 'legacy', 'v1').length > 0, 30_000);
 
     // The edits of one reload: a changed .mjs (code), a new file, a removed one, one broken on purpose,
     // a new invalid file, and the worker job's code.
@@ -49,16 +57,17 @@ describe('reload on SIGHUP', () => {
     ws.writeJob('steady.mjs', `export default { schedule: '* * * * * *', run( {} };\n`);
     ws.writeJob('new-bad.mjs', `export default { schedule: '61 * * * *', run() {} };\n`);
     ws.writeJob('in-worker.mjs', jobSource(`schedule: '* * * * * *', catchUp: '5s', isolation: 'worker',`, `record(ctx, 'v2');`));
+    ws.writeJob('legacy.js', commonJsJob('v2'));
     // And settings: one that applies live, one that waits for the next restart.
     writeFileSync(configFile, JSON.stringify({ store: ws.sqliteStore(), gracePeriod: '5s', maxResultSize: '2MB' }));
     const done = await reload(d, /^reload done/, 1);
     const doneAt = Date.parse(String(done.time));
-    expect(done).toMatchObject({ added: 1, removed: 1, changed: 2, kept: 1, invalidFiles: 2 });
+    expect(done).toMatchObject({ added: 1, removed: 1, changed: 3, kept: 1, invalidFiles: 2 });
 
     // One line per added, removed and changed job, naming it.
     expect(logLines(d, /^job added: /).map((l) => l.job)).toEqual(['added']);
     expect(logLines(d, /^job removed: /).map((l) => l.job)).toEqual(['gone']);
-    expect(logLines(d, /^job changed: /).map((l) => [l.job, l.msg])).toEqual([['in-worker', 'job changed: in-worker: code'], ['long', 'job changed: long: code']]);
+    expect(logLines(d, /^job changed: /).map((l) => [l.job, l.msg])).toEqual([['in-worker', 'job changed: in-worker: code'], ['legacy', 'job changed: legacy: code'], ['long', 'job changed: long: code']]);
     // The broken file: one error line naming it and its problem; its job keeps its previous definition.
     const errors = d.logs().filter((l) => l.level === 'error');
     const steadyLines = errors.filter((l) => String(l.msg).includes('steady.mjs'));
@@ -73,6 +82,7 @@ describe('reload on SIGHUP', () => {
     await waitFor('the added job to run twice', () => effects(ws, 'added').length >= 2, 30_000);
     await waitFor('steady to run after the reload', () => effects(ws, 'steady').some((e) => Date.parse(e.scheduledAt) > doneAt + 1000), 30_000);
     await waitFor('the worker job to run its new code', () => effects(ws, 'in-worker', 'v2').length > 0, 30_000);
+    await waitFor('the CommonJS job to run its new code', () => effects(ws, 'legacy', 'v2').length > 0, 30_000);
     const finished = effects(ws, 'long', 'finished');
     expect(finished.map((e) => e.periodKey)).toEqual([inFlight!.periodKey]);
     expect(effects(ws, 'long').filter((e) => e.periodKey === inFlight!.periodKey)).toHaveLength(1);
@@ -80,6 +90,7 @@ describe('reload on SIGHUP', () => {
     expect(runs.find((r) => r.periodKey === inFlight!.periodKey)).toMatchObject({ status: 'succeeded', result: 'v1' });
     // The new code writes the new side effect; the old code no longer runs.
     expect(effects(ws, 'long', 'v2').every((e) => Date.parse(e.scheduledAt) > Date.parse(inFlight!.scheduledAt))).toBe(true);
+    expect(effects(ws, 'legacy', 'v1').filter((e) => Date.parse(e.scheduledAt) > doneAt + 1000)).toEqual([]);
     // The removed job: no period after the reload.
     expect(effects(ws, 'gone').filter((e) => Date.parse(e.scheduledAt) > doneAt + 1000)).toEqual([]);
 
