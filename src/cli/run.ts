@@ -6,7 +6,8 @@ import { RetentionPruner } from '../run/retention.js';
 import { openRuntime } from '../runtime.js';
 import { formatDuration } from '../time/duration.js';
 import { describeConfig } from '../config/config.js';
-import { jobsOf, setup, withCommonOptions, type CommonOptions } from './common.js';
+import { loadJobsForReload, Reloader } from '../daemon/reload.js';
+import { configFrom, jobsOf, setup, withCommonOptions, type CommonOptions } from './common.js';
 import { takeHeldSignals } from './signals.js';
 import { NodeHeartbeat } from '../nodes/heartbeat.js';
 import { registerNode } from '../nodes/register.js';
@@ -22,7 +23,7 @@ const VERSION = (JSON.parse(readFileSync(new URL('../../package.json', import.me
 
 export function runCommand(program: Command): void {
   withCommonOptions(program.command('run'), { json: false })
-    .description('the daemon: schedule every valid job until SIGTERM or SIGINT')
+    .description('the daemon: schedule every valid job until SIGTERM or SIGINT; SIGHUP reloads the config file and the jobs folder')
     .option('--grace-period <duration>', 'how long in-flight runs may finish after SIGTERM (SCHEDULER_GRACE_PERIOD, default 30s)')
     .option('--http <addr>', "the HTTP server's address (probes /healthz /readyz, /metrics, /api, status page): host:port, host:0 for any free port, or off (SCHEDULER_HTTP, default 127.0.0.1:9464)")
     .option('--alert-webhook <url>', 'POST a JSON alert here on failed, timed-out, missed and abandoned periods and lost dependencies (SCHEDULER_ALERT_WEBHOOK, default none)')
@@ -30,8 +31,13 @@ export function runCommand(program: Command): void {
     .action(async (options: CommonOptions) => {
       const { config, log } = setup(options, 'stdout', { daemon: true });
       // Signals are handled from the start: a SIGTERM while the jobs load or the store opens is a clean
-      // stop, not death by the signal's default action. SIGHUP is logged and ignored (reload comes later).
+      // stop, not death by the signal's default action. A SIGHUP before the scheduler runs is kept: one
+      // reload follows the start.
       let requested: NodeJS.Signals | undefined;
+      let hupWhileStarting = false;
+      let onHup = () => {
+        hupWhileStarting = true;
+      };
       let wakeLoading = () => {};
       const stopWhileLoading = new Promise<'stop'>((resolve) => (wakeLoading = () => resolve('stop')));
       let onSignal = (signal: NodeJS.Signals) => {
@@ -40,9 +46,9 @@ export function runCommand(program: Command): void {
       };
       process.on('SIGTERM', (s) => onSignal(s));
       process.on('SIGINT', (s) => onSignal(s));
-      process.on('SIGHUP', () => log.warn('SIGHUP received: reloading is not supported yet; ignored'));
+      process.on('SIGHUP', () => onHup());
       for (const s of takeHeldSignals()) {
-        if (s === 'SIGHUP') log.warn('SIGHUP received: reloading is not supported yet; ignored');
+        if (s === 'SIGHUP') onHup();
         else onSignal(s);
       }
 
@@ -97,11 +103,31 @@ export function runCommand(program: Command): void {
       http.attach({ rt, scheduler, jobs, invalid, listNodes: () => rt.nodeStore.list({ recentMs: 86_400_000 }) });
       await scheduler.start();
       // Off the tick path: its own timer, first a minute after start, then hourly.
-      const pruner = new RetentionPruner({ store: rt.store, retentionMs: config.retentionMs, jobs, log });
+      let pruner = new RetentionPruner({ store: rt.store, retentionMs: config.retentionMs, jobs, log });
       pruner.start();
 
+      let stopping = false;
+      const reloader = new Reloader({
+        config, jobs, log,
+        loadConfig: () => configFrom(options),
+        loadJobs: loadJobsForReload,
+        replaceJobs: (next) => scheduler.replaceJobs(next),
+        // Pruning follows the retention and the jobs' largest catchUp: a new pruner with the new ones.
+        async applied({ config: now, previous, jobs: current, jobsChanged }) {
+          if (stopping || (!jobsChanged && now.retentionMs === previous.retentionMs)) return;
+          await pruner.stop();
+          if (stopping) return;
+          pruner = new RetentionPruner({ store: rt.store, retentionMs: now.retentionMs, jobs: current, log });
+          pruner.start();
+        },
+      });
+      onHup = () => {
+        if (stopping) log.info('SIGHUP during the shutdown: ignored');
+        else reloader.request();
+      };
+      if (hupWhileStarting) reloader.request();
+
       await new Promise<void>((resolve) => {
-        let stopping = false;
         onSignal = (signal: NodeJS.Signals) => {
           if (stopping) {
             log.warn({ signal }, 'second signal: interrupting in-flight runs now');
@@ -109,10 +135,12 @@ export function runCommand(program: Command): void {
             return;
           }
           stopping = true;
+          reloader.stop();
           void pruner.stop();
           heartbeat.stopping();
-          log.info({ signal, gracePeriod: formatDuration(config.gracePeriodMs) }, 'shutdown requested');
-          void scheduler.stop(config.gracePeriodMs).then(resolve, (err) => {
+          const { gracePeriodMs } = reloader.config;
+          log.info({ signal, gracePeriod: formatDuration(gracePeriodMs) }, 'shutdown requested');
+          void scheduler.stop(gracePeriodMs).then(resolve, (err) => {
             log.error({ err: { message: errorMessage(err) } }, 'error while stopping');
             resolve();
           });

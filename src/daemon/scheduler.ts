@@ -84,7 +84,8 @@ export interface SchedulerSnapshot {
 }
 
 export class Scheduler {
-  private readonly states: JobState[];
+  /** Replaced as a whole (replaceJobs), never mutated in length: the tick and the sweep read it between awaits. */
+  private states: JobState[];
   private readonly tracked = new Set<Promise<unknown>>();
   private timer: NodeJS.Timeout | undefined;
   private sweeper: NodeJS.Timeout | undefined;
@@ -102,6 +103,8 @@ export class Scheduler {
   private storeError: string | null = null;
   private redisState: QuorumState = 'none';
   private clockOffsetMs = 0;
+  /** The longest lockTtl of any job scheduled since start (a removed job's run may still be in flight at shutdown). */
+  private longestLockTtlMs = 0;
 
   constructor(private readonly options: SchedulerOptions) {
     this.now = options.now ?? (() => new Date());
@@ -134,6 +137,37 @@ export class Scheduler {
         this.track(this.sweep());
       }, SWEEP_EVERY_MS);
     }, phase);
+  }
+
+  /**
+   * Replaces the scheduled jobs (a reload): new ones are declared and start with their next period
+   * from now, as a job seen for the first time does; removed ones are no longer ticked (their
+   * in-flight runs go on in the executor, and the shutdown still waits for them); a changed one
+   * keeps its cursor when its schedule is the same, and its in-flight run ends with the definition
+   * it started with. The array is swapped in one synchronous step, between ticks and sweeps.
+   */
+  async replaceJobs(jobs: Job[]): Promise<void> {
+    if (this.stopped) return;
+    const { reconciler } = this.options;
+    const enabled = jobs.filter((j) => j.enabled);
+    const previous = new Map(this.states.map((s) => [s.job.name, s]));
+    const now = this.now();
+    await reconciler.declare(enabled.filter((j) => !previous.has(j.name)), now, 'next', jobs.filter((j) => !j.enabled));
+    if (this.stopped) return;
+    const keep = new Set(enabled.map((j) => j.name));
+    reconciler.forget([...previous.keys()].filter((name) => !keep.has(name)));
+    this.states = enabled.map((job) => {
+      const before = previous.get(job.name);
+      if (before && before.job.schedule.expression === job.schedule.expression && before.job.schedule.timezone === job.schedule.timezone) {
+        return { ...before, job };
+      }
+      const next = nextPeriodAfter(job.schedule, now);
+      return { job, cursor: now, next, afterNext: next ? nextPeriodAfter(job.schedule, next) : null };
+    });
+    // A removed job's run may still be in flight at the shutdown, whose last wait covers its lockTtl.
+    this.longestLockTtlMs = Math.max(this.longestLockTtlMs, ...[...previous.values()].map((s) => s.job.lockTtlMs));
+    if (this.timer) clearTimeout(this.timer);
+    this.arm();
   }
 
   snapshot(): SchedulerSnapshot {
@@ -294,7 +328,7 @@ export class Scheduler {
       executor.abortAll('shutdown');
       executor.limitWrites(forced ? 0 : undefined);
       // Bounded: each outcome write gives up at its deadline (its job's lockTtl; at once after a second signal).
-      const longest = Math.max(0, ...this.states.map((st) => st.job.lockTtlMs));
+      const longest = Math.max(0, this.longestLockTtlMs, ...this.states.map((st) => st.job.lockTtlMs));
       await Promise.race([finished, sleep(longest + 500), forcedNow.then(() => sleep(500))]);
     }
     // Whatever is still on its way (a claim that wins from now on) starts aborted, and is recorded so.

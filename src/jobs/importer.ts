@@ -3,7 +3,11 @@
  * `isolation: 'worker'` job): jiti, with no caches on disk (a read-only root filesystem must work),
  * and the `cluster-cron` alias so that job files may import the package without a package.json.
  */
-import { fileURLToPath } from 'node:url';
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { extname } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { createJiti } from 'jiti';
 
 /** Job files may `import { defineJob } from 'cluster-cron'` without a package.json of their own. */
@@ -18,7 +22,47 @@ export function createJobImporter(): JobImporter {
     interopDefault: true,
     alias: { 'cluster-cron': PACKAGE_ENTRY },
   });
-  return (file) => jiti.import(file) as Promise<Record<string, unknown> | undefined>;
+  return async (file) => {
+    // Read before the import: if the file changes in between, the version recorded is the older one,
+    // and the next reload sees a change (never the reverse, which would keep stale code).
+    const source = readFileSync(file);
+    const version = contentHash(source);
+    lastImported.set(file, version);
+    if (!NATIVE_EXTENSIONS.has(extname(file))) return jiti.import(file) as Promise<Record<string, unknown> | undefined>;
+    const first = firstImported.get(file);
+    if (first === undefined) firstImported.set(file, version);
+    if (first === undefined || first === version) return jiti.import(file) as Promise<Record<string, unknown> | undefined>;
+    // jiti hands `.mjs` (and `.js` under "type": "module") to Node's own import, which caches a module
+    // by its URL for the life of the process: a changed file gets a URL of its own version. A file
+    // that Node cannot import (it imports 'cluster-cron' with no package.json) is transpiled, as jiti's
+    // own fallback does. A CommonJS `.js` file is cached by its file name too, whatever the URL.
+    delete moduleCache[file];
+    try {
+      const ns = (await import(`${pathToFileURL(file).href}?v=${version}`)) as Record<string, unknown>;
+      return 'default' in ns ? ns : { __esModule: true, ...ns };
+    } catch {
+      return (await jiti.evalModule(source.toString('utf8'), { filename: file, async: true, forceTranspile: true })) as Record<string, unknown> | undefined;
+    }
+  };
+}
+
+/** Files that jiti may import with Node's own (cached) import; `.ts` and `.mts` are transpiled afresh each time. */
+const NATIVE_EXTENSIONS = new Set(['.mjs', '.js']);
+const moduleCache = createRequire(import.meta.url).cache;
+/** Per file: the hash of the content this process imported first (under the file's plain URL). */
+const firstImported = new Map<string, string>();
+
+/** Per file: the hash of the content read when it was last imported in this thread. */
+const lastImported = new Map<string, string>();
+
+/** The content hash of `file` as last imported by this thread, if it was. */
+export function importedVersion(file: string): string | undefined {
+  return lastImported.get(file);
+}
+
+/** A short hash of a file's content: names a version of a module, and tells a changed job file on reload. */
+export function contentHash(content: Buffer | string): string {
+  return createHash('sha256').update(content).digest('hex').slice(0, 16);
 }
 
 /** The default export of an imported job module (jiti's interop: the module itself when it has none). */

@@ -202,6 +202,14 @@ export class Reconciler {
   }
 
   /**
+   * Jobs this node no longer runs (removed or disabled by a reload): no longer written as seen by
+   * this node, so that the cluster recognises them removed once no node has them.
+   */
+  forget(names: string[]): void {
+    for (const name of names) this.through.delete(name);
+  }
+
+  /**
    * One sweep over `jobs` (declared before): records what is missed or coalesced, starts the runs of
    * periods owed (in the background: their promises are returned), and moves the anchors.
    */

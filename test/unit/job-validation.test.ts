@@ -291,7 +291,9 @@ describe('loadJobs: the good-jobs fixtures', () => {
     expect(loaded.jobs.map((j) => j.file).sort()).toEqual([join(dir, 'plain.mjs'), join(dir, 'seconds.js'), join(dir, 'typed-report.ts')]);
   });
 
-  for (const ext of ['ts', 'mts', 'js']) {
+  // .mjs: Node caches native ES modules by URL (and jiti imports .mjs natively): a changed file is
+  // imported under a URL of its content version.
+  for (const ext of ['ts', 'mts', 'js', 'mjs']) {
     it(`loads a changed .${ext} file again on the next call (no module cache)`, async () => {
       const dir = tempDir();
       const file = join(dir, `changing.${ext}`);
@@ -301,9 +303,6 @@ describe('loadJobs: the good-jobs fixtures', () => {
       expect((await loadJobs(dir, 'UTC')).jobs[0]!.schedule.expression).toBe('0 2 * * *');
     });
   }
-  // Not covered: a changed .mjs file is not loaded again in the same process (Node caches native ES
-  // modules by URL and jiti imports .mjs natively). Only the planned reload on SIGHUP needs it; the
-  // README lists it under known limits.
 });
 
 describe('loadJobs: one broken file never stops the others', () => {
