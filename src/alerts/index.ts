@@ -14,6 +14,8 @@ import { POST_TIMEOUT_MS, Webhook } from './webhook.js';
 export interface AttachedAlerts {
   /** Waits (bounded) for queued outbox writes, POSTs and hooks in flight, then stops the timers. */
   stop(): Promise<void>;
+  /** After a reload: `onFailure` hooks of the new definitions. */
+  setJobs(jobs: Job[]): void;
 }
 
 /**
@@ -40,5 +42,6 @@ export function attachAlerts(config: Config, rt: Pick<Runtime, 'db' | 'events' |
       await (options.oneShot ? alerter?.stop(POST_TIMEOUT_MS + 2000, true) : alerter?.stop(3000));
       detachAlerter();
     },
+    setJobs: (next) => hooks.setJobs(next),
   };
 }

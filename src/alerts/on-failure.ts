@@ -13,10 +13,15 @@ import type { Logger } from '../log.js';
 export const ON_FAILURE_TIMEOUT_MS = 30_000;
 
 export class FailureHooks implements SchedulerObserver {
-  private readonly jobs: Map<string, Job>;
+  private jobs = new Map<string, Job>();
   private readonly inFlight = new Set<Promise<void>>();
 
   constructor(jobs: Job[], private readonly nodeId: string, private readonly log: Logger) {
+    this.setJobs(jobs);
+  }
+
+  /** The definitions whose hook is called (after a reload: the new ones). */
+  setJobs(jobs: Job[]): void {
     this.jobs = new Map(jobs.filter((j) => typeof j.onFailure === 'function').map((j) => [j.name, j]));
   }
 

@@ -74,9 +74,9 @@ export function runCommand(program: Command): void {
       log.info({ config: describeConfig(config), jobs: jobs.map((j) => j.name), invalidFiles: invalid.length, lock: rt.lock.kind }, 'daemon starting');
       // Under a terminal: a few lines instead of the configuration, and one line per run outcome.
       const terminal = terminalOf(log);
+      const zones = new Map(jobs.map((j) => [j.name, j.timezone]));
       if (terminal) {
         terminal.lines(startupSummary(config, { jobs: jobs.length, invalidFiles: invalid.length }));
-        const zones = new Map(jobs.map((j) => [j.name, j.timezone]));
         rt.events.add(new RunLineObserver(terminal, (job) => zones.get(job)));
       }
       if (jobs.length === 0) log.warn({ jobsDir: config.jobsDir }, 'no valid job to schedule');
@@ -113,7 +113,12 @@ export function runCommand(program: Command): void {
         loadJobs: loadJobsForReload,
         replaceJobs: (next) => scheduler.replaceJobs(next),
         // Pruning follows the retention and the jobs' largest catchUp: a new pruner with the new ones.
-        async applied({ config: now, previous, jobs: current, jobsChanged }) {
+        async applied({ config: now, previous, jobs: current, invalid: bad, jobsChanged }) {
+          // What shows or hooks jobs follows the new set (and the new invalid files): views, metrics, onFailure, the terminal's zones.
+          http.setJobs(current, bad);
+          alerts.setJobs(current);
+          zones.clear();
+          for (const j of current) zones.set(j.name, j.timezone);
           if (stopping || (!jobsChanged && now.retentionMs === previous.retentionMs)) return;
           await pruner.stop();
           if (stopping) return;

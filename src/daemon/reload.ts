@@ -20,7 +20,7 @@ import { redactUrl } from '../config/redact.js';
 import { errorMessage } from '../errors.js';
 import { contentHash, createJobImporter, importedVersion, type JobImporter } from '../jobs/importer.js';
 import { loadJobs, type LoadedJobs } from '../jobs/load.js';
-import type { Job } from '../jobs/types.js';
+import type { InvalidJobFile, Job } from '../jobs/types.js';
 import type { Logger } from '../log.js';
 import { formatDuration } from '../time/duration.js';
 
@@ -37,7 +37,7 @@ export interface ReloaderOptions {
   replaceJobs: (jobs: Job[]) => Promise<void>;
   log: Logger;
   /** Called after a reload was applied (the daemon restarts what depends on the config or the jobs). */
-  applied?: (change: { config: Config; previous: Config; jobs: Job[]; jobsChanged: boolean }) => Promise<void> | void;
+  applied?: (change: { config: Config; previous: Config; jobs: Job[]; invalid: InvalidJobFile[]; jobsChanged: boolean }) => Promise<void> | void;
 }
 
 /** Settings a running process cannot take up: they name what it is connected to or listens on. */
@@ -246,7 +246,7 @@ export class Reloader {
       `reload done: ${diff.added.length} added, ${diff.removed.length} removed, ${diff.changed.length} changed, ${diff.next.length - diff.added.length - diff.changed.length - diff.kept.length} unchanged${diff.kept.length > 0 ? `, ${diff.kept.length} kept as they were (their file is invalid)` : ''}; ${loaded.invalid.length} invalid file(s)`);
     // After the reload's own lines, so that raising the level to 'warn' still shows what it did.
     if (config.logLevel !== previous.logLevel) log.level = config.logLevel;
-    await this.options.applied?.({ config: this.current, previous, jobs: diff.next, jobsChanged });
+    await this.options.applied?.({ config: this.current, previous, jobs: diff.next, invalid: loaded.invalid, jobsChanged });
   }
 }
 

@@ -77,16 +77,27 @@ export class DaemonHttp {
       clockOffsetMs: () => snapshot().clockOffsetMs,
     }, cache, this.version, { onRunEnded: () => cache.refreshSoon() });
     const removeObserver = rt.events.add(metrics);
-    const reader = createStatusReader({
-      nodeId: this.config.nodeId, version: this.version, storeKind: rt.store.kind, snapshot, jobs, invalid, cache, store: rt.store, storeUp,
+    const readerOf = (current: Job[], bad: InvalidJobFile[]) => createStatusReader({
+      nodeId: this.config.nodeId, version: this.version, storeKind: rt.store.kind, snapshot, jobs: current, invalid: bad, cache, store: rt.store, storeUp,
       now: () => rt.clock.now(), ...(o.listNodes ? { listNodes: o.listNodes } : {}),
     });
+    const reader = readerOf(jobs, invalid);
+    this.readerOf = readerOf;
     if (this.server) {
       // Background reads only serve the server: none when it is off.
       probe.start();
       cache.start();
     }
     this.parts = { snapshot, storeUp, reader, metrics, jobs, invalid, stop: () => { probe.stop(); cache.stop(); removeObserver(); } };
+  }
+
+  private readerOf: ((jobs: Job[], invalid: InvalidJobFile[]) => StatusReader) | null = null;
+
+  /** After a reload: the views and the per-job series follow the new set of jobs. */
+  setJobs(jobs: Job[], invalid: InvalidJobFile[]): void {
+    if (!this.parts || !this.readerOf) return;
+    this.parts.metrics.setJobs(jobs.map((j) => j.name));
+    this.parts = { ...this.parts, reader: this.readerOf(jobs, invalid), jobs, invalid };
   }
 
   async close(): Promise<void> {

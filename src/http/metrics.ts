@@ -33,7 +33,7 @@ export class SchedulerMetrics implements SchedulerObserver {
   private readonly leaseLost: Counter;
   private readonly missed: Counter<'job'>;
 
-  constructor(state: MetricsState, cache: SummaryCache, version: string, options: { onRunEnded?: () => void } = {}) {
+  constructor(private readonly state: MetricsState, cache: SummaryCache, version: string, options: { onRunEnded?: () => void } = {}) {
     const registers = [this.registry];
     collectDefaultMetrics({ register: this.registry });
     this.runs = new Counter({ name: 'scheduler_runs_total', help: 'Attempts that ended on this node, and periods it recorded skipped, by final status', labelNames: ['job', 'status'], registers });
@@ -48,15 +48,18 @@ export class SchedulerMetrics implements SchedulerObserver {
     this.missed = new Counter({ name: 'scheduler_missed_periods_total', help: 'Periods this node recorded skipped as missed (older than catchUp with no run)', labelNames: ['job'], registers });
     new Gauge({ name: 'scheduler_job_last_success_timestamp_seconds', help: "Finish of the job's newest succeeded attempt, cluster-wide (0: none)", labelNames: ['job'], registers,
       collect() {
+        this.reset();
         for (const job of state.jobs) this.set({ job }, (cache.summaries.get(job)?.lastSuccessAt ?? 0) / 1000);
       } });
     new Gauge({ name: 'scheduler_job_next_run_timestamp_seconds', help: "The job's next period on this node's schedule (0: none)", labelNames: ['job'], registers,
       collect() {
         const next = state.next();
+        this.reset();
         for (const job of state.jobs) this.set({ job }, (next.get(job)?.getTime() ?? 0) / 1000);
       } });
     new Gauge({ name: 'scheduler_job_paused', help: '1 when the job is paused cluster-wide', labelNames: ['job'], registers,
       collect() {
+        this.reset();
         for (const job of state.jobs) this.set({ job }, cache.paused.has(job) ? 1 : 0);
       } });
     new Gauge({ name: 'scheduler_redis_quorum', help: 'Redlock quorum: 1 ok (or no Redis configured), 0.5 degraded, 0 down', registers,
@@ -65,16 +68,32 @@ export class SchedulerMetrics implements SchedulerObserver {
     new Gauge({ name: 'scheduler_clock_offset_seconds', help: "Store clock minus this node's clock", registers, collect() { this.set(state.clockOffsetMs() / 1000); } });
     new Gauge({ name: 'scheduler_build_info', help: 'The scheduler version this node runs', labelNames: ['version'], registers }).set({ version }, 1);
     // Every series a user would graph exists at 0 from the start (rate() needs a first sample).
-    for (const job of state.jobs) {
-      for (const status of FINAL_STATUSES) this.runs.inc({ job, status }, 0);
-      this.duration.zero({ job });
-      this.missed.inc({ job }, 0);
-    }
+    for (const job of state.jobs) this.zeroJob(job);
     for (const outcome of CLAIM_OUTCOMES) this.claims.inc({ outcome }, 0);
     this.onRunEnded = options.onRunEnded ?? (() => {});
   }
 
   private readonly onRunEnded: () => void;
+
+  private zeroJob(job: string): void {
+    for (const status of FINAL_STATUSES) this.runs.inc({ job, status }, 0);
+    this.duration.zero({ job });
+    this.missed.inc({ job }, 0);
+  }
+
+  /** After a reload: series at 0 for the added jobs; the removed jobs' series go. */
+  setJobs(names: string[]): void {
+    const after = new Set(names);
+    for (const job of this.state.jobs) {
+      if (after.has(job)) continue;
+      for (const status of FINAL_STATUSES) this.runs.remove({ job, status });
+      this.duration.remove({ job });
+      this.missed.remove({ job });
+    }
+    const before = new Set(this.state.jobs);
+    for (const job of names) if (!before.has(job)) this.zeroJob(job);
+    this.state.jobs = [...names];
+  }
 
   emit(event: SchedulerEvent): void {
     switch (event.type) {
