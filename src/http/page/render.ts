@@ -140,12 +140,12 @@ function jobRow(job: JobView, now: Date): Markup {
   const last = job.last;
   return html`<tr data-job="${job.name}">
 <td class="name"><a href="${jobHref(job.name)}">${job.name}</a></td>
-<td><code>${job.schedule}</code></td>
+<td class="wide"><code class="expr">${job.schedule}</code></td>
 <td class="wide">${job.timezone}</td>
 <td>${next ? timeCell(next, job.timezone, now) : html`<span class="none">none</span>`}${later.length > 0 ? html`<div class="later small muted wide">then ${later.slice(0, 2).map((p, i) => html`${i > 0 ? ', ' : ''}${timeCell(p, job.timezone, now)}`)}</div>` : ''}</td>
 <td>${last ? html`${statusBadge(last.status)}${last.attempt > 1 ? html` <span class="small muted">attempt ${last.attempt}</span>` : ''}<div class="small">${timeCell(last.scheduledAt, job.timezone, now)}</div>${last.error ? html`<div class="error small">${firstLine(last.error)}</div>` : ''}` : html`<span class="badge idle" data-status="never">– never ran</span>`}</td>
 <td>${job.running > 0 ? statusBadge('running') : ''}${job.running > 1 ? html` ×${job.running}` : ''}</td>
-<td>${job.paused ? html`<span class="badge warn">⏸ paused</span><div class="small muted">${job.paused.reason ?? ''} ${relativeCell(job.paused.since, now)}</div>` : ''}</td>
+<td>${job.paused ? html`<span class="badge warn">‖ paused</span><div class="small muted">${job.paused.reason ?? ''} ${relativeCell(job.paused.since, now)}</div>` : ''}</td>
 <td class="num wide">${job.failures24h > 0 ? html`<span class="bad-text">${job.failures24h}</span>` : '0'} / ${job.missed24h}</td>
 </tr>`;
 }
@@ -156,7 +156,7 @@ export function jobsSection(jobs: JobView[], filter: JobFilter | null, now: Date
   return html`<section aria-labelledby="jobs-h"><h2 id="jobs-h">Jobs${filter ? html` <span class="muted">· ${FILTER_LABELS[filter]}</span>` : ''}</h2>
 ${filterNav(jobs, filter)}
 ${sorted.length === 0 ? html`<p class="muted" data-empty="jobs">No job${filter ? html` is ${FILTER_LABELS[filter]}` : ''}.</p>` : html`<div class="scroll"><table class="jobs">
-<thead><tr><th>job</th><th>schedule</th><th class="wide">zone</th><th>next (job's time)</th><th>last run</th><th>running</th><th>paused</th><th class="wide" title="failures / missed periods in the last 24 h">24 h ✗ / missed</th></tr></thead>
+<thead><tr><th>job</th><th class="wide">schedule</th><th class="wide">zone</th><th>next (job's time)</th><th>last run</th><th>running</th><th>paused</th><th class="wide" title="failures / missed periods in the last 24 h">24 h ✗ / missed</th></tr></thead>
 <tbody>
 ${sorted.map((j) => jobRow(j, now))}
 </tbody></table></div>`}
@@ -180,7 +180,7 @@ export function nodesSection(nodes: NodeView[], now: Date): Markup {
 ${sorted.length === 0 ? html`<p class="muted">No node has written a heartbeat yet.</p>` : html`<div class="scroll"><table class="nodes">
 <thead><tr><th>node</th><th>state</th><th>heartbeat</th><th class="wide">host</th><th class="wide">pid</th><th>version</th><th>in flight</th><th class="wide">clock offset</th><th class="wide">started</th></tr></thead>
 <tbody>
-${sorted.map((n) => html`<tr data-node="${n.id}"><td>${n.id}</td><td>${nodeStateBadge(n)}</td><td>${relativeCell(n.heartbeatAt, now)}</td><td class="wide">${n.host}</td><td class="wide num">${n.pid}</td><td>${n.version}</td><td class="num">${n.inFlight}</td><td class="wide num">${n.clockOffsetMs} ms</td><td class="wide">${relativeCell(n.startedAt, now)}</td></tr>`)}
+${sorted.map((n) => html`<tr data-node="${n.id}"><td class="id">${n.id}</td><td>${nodeStateBadge(n)}</td><td>${relativeCell(n.heartbeatAt, now)}</td><td class="wide">${n.host}</td><td class="wide num">${n.pid}</td><td>${n.version}</td><td class="num">${n.inFlight}</td><td class="wide num">${n.clockOffsetMs} ms</td><td class="wide">${relativeCell(n.startedAt, now)}</td></tr>`)}
 </tbody></table></div>`}
 </section>`;
 }
@@ -194,7 +194,7 @@ export function jobPageBody(detail: JobDetailView, now: Date): Markup {
   const { job, runs, periods } = detail;
   const fact = (label: string, value: Fragment) => html`<dt>${label}</dt><dd>${value}</dd>`;
   return html`<p><a href="/">← all jobs</a></p>
-<h1 class="job-title">${job.name}${job.paused ? html` <span class="badge warn">⏸ paused</span>` : ''}${job.running > 0 ? html` ${statusBadge('running')}` : ''}</h1>
+<h1 class="job-title">${job.name}${job.paused ? html` <span class="badge warn">‖ paused</span>` : ''}${job.running > 0 ? html` ${statusBadge('running')}` : ''}</h1>
 <dl class="facts">
 ${fact('schedule', html`<code>${job.schedule}</code>`)}
 ${fact('zone', job.timezone)}

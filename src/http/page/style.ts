@@ -24,6 +24,7 @@ table{border-collapse:collapse;width:100%}
 th,td{padding:5px 8px;text-align:left;vertical-align:top;border-bottom:1px solid #eceff2}
 th{font-size:12px;color:#5f6b7a;font-weight:600;white-space:nowrap;background:#fafbfc}
 td.num,th.num{text-align:right;white-space:nowrap}
+code.expr,td.id{white-space:nowrap}
 td.name{font-weight:600;overflow-wrap:anywhere;min-width:8em}
 time{white-space:nowrap}.rel{color:#5f6b7a;font-size:12px;white-space:nowrap}
 .badge{display:inline-block;padding:0 6px;border-radius:3px;font-size:12px;font-weight:600;white-space:nowrap;border:1px solid transparent}
