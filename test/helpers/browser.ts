@@ -80,7 +80,8 @@ export async function tableRows(page: Page, table: 'runs' | 'periods'): Promise<
 
 /** How far the document is wider than the viewport (0: no horizontal scroll of the page itself). */
 export async function horizontalOverflow(page: Page): Promise<number> {
-  return page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
+  // A string: the type-check has no DOM library.
+  return page.evaluate<number>('document.documentElement.scrollWidth - document.documentElement.clientWidth');
 }
 
 /** Serves a page hook on 127.0.0.1 (404 for what it does not answer), counting the requests per path. */
