@@ -4,7 +4,7 @@
  */
 import type { InvalidJobView, JobDetailView, JobView, NodeView, RunView, SummaryView } from '../../status/model.js';
 import type { RunStatus } from '../../store/types.js';
-import { durationText, relativeCell, timeCell } from './format.js';
+import { durationText, relativeCell, relativeInZone, timeCell } from './format.js';
 import { html, Markup, type Fragment } from './html.js';
 import { STYLESHEET } from './style.js';
 
@@ -83,7 +83,7 @@ ${refresh}
 <style>${new Markup(STYLESHEET)}</style>
 </head>
 <body>
-<header><a class="home" href="/">cluster-cron</a>${options.nodeId ? html` <span class="muted">node ${options.nodeId}${options.version ? html` · v${options.version}` : ''}</span>` : ''} <span class="muted">rendered <time datetime="${options.now.toISOString()}">${options.now.toISOString()}</time>${options.refreshSeconds > 0 ? html`, refreshes every ${options.refreshSeconds}s` : ''}</span></header>
+<header><a class="home" href="/">cluster-cron</a>${options.nodeId ? html` <span class="muted">node ${options.nodeId}${options.version ? html` · v${options.version}` : ''}</span>` : ''} <span class="muted">rendered ${options.now.toISOString()}${options.refreshSeconds > 0 ? html`, refreshes every ${options.refreshSeconds}s` : ''}</span></header>
 <main>
 ${body}
 </main>
@@ -142,7 +142,7 @@ function jobRow(job: JobView, now: Date): Markup {
 <td class="name"><a href="${jobHref(job.name)}">${job.name}</a></td>
 <td class="wide"><code class="expr">${job.schedule}</code></td>
 <td class="wide">${job.timezone}</td>
-<td>${next ? timeCell(next, job.timezone, now) : html`<span class="none">none</span>`}${later.length > 0 ? html`<div class="later small muted wide">then ${later.slice(0, 2).map((p, i) => html`${i > 0 ? ', ' : ''}${timeCell(p, job.timezone, now)}`)}</div>` : ''}</td>
+<td>${next ? timeCell(next, job.timezone, now) : html`<span class="none">none</span>`}${later.length > 0 ? html`<div class="small muted wide">then ${later.slice(0, 2).map((p, i) => html`${i > 0 ? ', ' : ''}${relativeInZone(p, job.timezone, now)}`)}</div>` : ''}</td>
 <td>${last ? html`${statusBadge(last.status)}${last.attempt > 1 ? html` <span class="small muted">attempt ${last.attempt}</span>` : ''}<div class="small">${timeCell(last.scheduledAt, job.timezone, now)}</div>${last.error ? html`<div class="error small">${firstLine(last.error)}</div>` : ''}` : html`<span class="badge idle" data-status="never">– never ran</span>`}</td>
 <td>${job.running > 0 ? statusBadge('running') : ''}${job.running > 1 ? html` ×${job.running}` : ''}</td>
 <td>${job.paused ? html`<span class="badge warn">‖ paused</span><div class="small muted">${job.paused.reason ?? ''} ${relativeCell(job.paused.since, now)}</div>` : ''}</td>
