@@ -98,8 +98,12 @@ describe('status page in Chromium', () => {
     const fast = await servePage(createPageHandler(new FixtureReader(), { now: () => FIXTURE_NOW, refreshSeconds: 1 }));
     try {
       const { page, problems, close } = await visit(browser, fast.baseUrl, '/');
-      const deadline = Date.now() + 30_000;
-      while ((fast.hits.get('/') ?? 0) < 3 && Date.now() < deadline) await page.waitForTimeout(200);
+      // Two reloads, each seen to its load event; closing right after one leaves a second before the next.
+      await new Promise<void>((resolve, reject) => {
+        let loads = 0;
+        const timer = setTimeout(() => reject(new Error(`${loads} reloads in 30 s, expected 2 at 1 s each`)), 30_000);
+        page.on('load', () => { if (++loads === 2) { clearTimeout(timer); resolve(); } });
+      });
       expect(fast.hits.get('/')).toBeGreaterThanOrEqual(3);
       expect([...fast.hits.keys()]).toEqual(['/']); // nothing else fetched, not even a favicon
       expect(problems).toEqual([]);

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { wallTime, wallTimeByParts } from '../../src/http/page/format.js';
 import { createPageHandler } from '../../src/http/page/index.js';
 import { FIXTURE_NOW, FixtureReader, HOSTILE_ERROR } from '../helpers/status-fixtures.js';
 
@@ -80,5 +81,17 @@ describe('status page handler', () => {
   it('refuses a refresh period that is not a whole number of seconds', () => {
     expect(() => createPageHandler(new FixtureReader(), { refreshSeconds: 1.5 })).toThrow('refreshSeconds is 1.5, expected a whole number of seconds, 0 or more');
     expect(createPageHandler(new FixtureReader(), { refreshSeconds: 0 })).toBeTypeOf('function');
+  });
+});
+
+describe('wall time in a zone', () => {
+  it('reads the same through format() as through formatToParts(), winter and summer, whole and half-hour offsets', () => {
+    for (const instant of [new Date('2026-01-15T12:34:56Z'), new Date('2026-07-15T23:59:59Z')]) {
+      for (const zone of ['UTC', 'Europe/Berlin', 'America/New_York', 'Asia/Kolkata', 'Australia/Sydney']) {
+        expect(wallTime(instant, zone)).toBe(wallTimeByParts(instant, zone));
+      }
+    }
+    expect(wallTime(new Date('2026-07-15T23:59:59Z'), 'America/New_York')).toBe('2026-07-15 19:59:59 GMT-4');
+    expect(wallTime(new Date('2026-01-15T12:34:56Z'), 'Europe/Berlin')).toBe('2026-01-15 13:34:56 CET');
   });
 });

@@ -7,7 +7,8 @@ const wallFormats = new Map<string, Intl.DateTimeFormat>();
 function wallFormat(timezone: string): Intl.DateTimeFormat {
   let fmt = wallFormats.get(timezone);
   if (!fmt) {
-    fmt = new Intl.DateTimeFormat('en-GB', {
+    // sv-SE writes `2026-03-29 03:30:00 CEST` by itself: format() is 3x cheaper than formatToParts().
+    fmt = new Intl.DateTimeFormat('sv-SE', {
       timeZone: timezone, hourCycle: 'h23', timeZoneName: 'short',
       year: 'numeric', month: '2-digit', day: '2-digit', hour: '2-digit', minute: '2-digit', second: '2-digit',
     });
@@ -16,10 +17,38 @@ function wallFormat(timezone: string): Intl.DateTimeFormat {
   return fmt;
 }
 
-/** `2026-03-29 03:00:00 CEST`: the wall time in the zone with the zone's short name (or offset). */
+const WALL_TIME = /^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} \S+$/;
+// Jobs share instants (the top of the hour) and keep them across refreshes: 1,000 rows format each once.
+const wallTimes = new Map<string, string>();
+const WALL_TIMES_MAX = 20_000;
+
+/** `2026-03-29 03:30:00 CEST`: the wall time in the zone with the zone's short name (or offset). */
 export function wallTime(instant: Date, timezone: string): string {
+  const key = `${timezone} ${instant.getTime()}`;
+  let text = wallTimes.get(key);
+  if (text === undefined) {
+    text = wallFormat(timezone).format(instant).replace('\u2212', '-');
+    if (!WALL_TIME.test(text)) text = wallTimeByParts(instant, timezone); // an ICU without sv-SE data
+    if (wallTimes.size >= WALL_TIMES_MAX) wallTimes.clear();
+    wallTimes.set(key, text);
+  }
+  return text;
+}
+
+const partFormats = new Map<string, Intl.DateTimeFormat>();
+
+/** The same text through formatToParts(), for an ICU without sv-SE data. */
+export function wallTimeByParts(instant: Date, timezone: string): string {
+  let fmt = partFormats.get(timezone);
+  if (!fmt) {
+    fmt = new Intl.DateTimeFormat('en-GB', {
+      timeZone: timezone, hourCycle: 'h23', timeZoneName: 'short',
+      year: 'numeric', month: '2-digit', day: '2-digit', hour: '2-digit', minute: '2-digit', second: '2-digit',
+    });
+    partFormats.set(timezone, fmt);
+  }
   const p: Record<string, string> = {};
-  for (const part of wallFormat(timezone).formatToParts(instant)) p[part.type] = part.value;
+  for (const part of fmt.formatToParts(instant)) p[part.type] = part.value;
   return `${p.year}-${p.month}-${p.day} ${p.hour}:${p.minute}:${p.second} ${p.timeZoneName}`;
 }
 
