@@ -216,7 +216,7 @@ ${periods.map((p, i) => html`<tr${p.dst ? html` class="dst"` : ''}><td class="nu
 </section>
 <section aria-labelledby="runs-h"><h2 id="runs-h">Last ${runs.length} attempts</h2>
 ${runs.length === 0 ? html`<p class="muted">No attempt recorded yet.</p>` : html`<div class="scroll"><table class="runs">
-<thead><tr><th>period (job's time)</th><th>attempt</th><th class="wide">trigger</th><th class="wide">node</th><th>started</th><th>duration</th><th>status</th><th>error</th></tr></thead>
+<thead><tr><th>period (job's time)</th><th>attempt</th><th class="wide">trigger</th><th class="wide">node</th><th class="wide">started</th><th>duration</th><th>status</th><th>error</th></tr></thead>
 <tbody>
 ${runs.map((r) => runRow(r, job.timezone, now))}
 </tbody></table></div>`}
@@ -224,7 +224,7 @@ ${runs.map((r) => runRow(r, job.timezone, now))}
 }
 
 function runRow(run: RunView, timezone: string, now: Date): Markup {
-  return html`<tr data-period="${run.periodKey}"><td>${timeCell(run.scheduledAt, timezone, now)}</td><td class="num">${run.attempt}</td><td class="wide">${run.trigger}</td><td class="wide">${run.nodeId}</td><td>${timeCell(run.startedAt, timezone, now)}</td><td class="num">${durationText(run.durationMs)}</td><td>${statusBadge(run.status, run.reason)}</td><td class="error">${firstLine(run.error, 300) ?? ''}</td></tr>`;
+  return html`<tr data-period="${run.periodKey}"><td>${timeCell(run.scheduledAt, timezone, now)}</td><td class="num">${run.attempt}</td><td class="wide">${run.trigger}</td><td class="wide">${run.nodeId}</td><td class="wide">${timeCell(run.startedAt, timezone, now)}</td><td class="num">${durationText(run.durationMs)}</td><td>${statusBadge(run.status, run.reason)}</td><td class="error">${firstLine(run.error, 300) ?? ''}</td></tr>`;
 }
 
 export function notFoundBody(name: string): Markup {
