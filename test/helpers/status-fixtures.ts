@@ -1,7 +1,7 @@
 /**
  * A StatusReader over fixed data, for the status page's tests before (and besides) a real daemon:
  * six jobs covering each filter, one in Europe/Berlin whose next periods cross the spring DST
- * change of 2026-03-29, user text with markup in it, three nodes. The periods come from the real
+ * change of 2026-03-29, user text with markup in it, four nodes (one stopped, one silent). The periods come from the real
  * period math (src/time/schedule.ts), so the DST mark is the one a daemon would compute.
  */
 import type { InvalidJobView, JobDetailView, JobView, NodeView, RunView, RunsQuery, StatusReader, SummaryView } from '../../src/status/model.js';
@@ -81,6 +81,7 @@ export const FIXTURE_NODES: NodeView[] = [
   { id: 'node-a', host: 'host-a', pid: 101, version: '0.1.0', startedAt: ago(600), heartbeatAt: ago(0.1), inFlight: 0, clockOffsetMs: 3, state: 'running', alive: true },
   { id: 'node-b', host: 'host-b', pid: 202, version: '0.1.0', startedAt: ago(300), heartbeatAt: ago(0.2), inFlight: 1, clockOffsetMs: -12, state: 'running', alive: true },
   { id: 'node-c', host: 'host-c', pid: 303, version: '0.0.9', startedAt: ago(5000), heartbeatAt: ago(2000), inFlight: 0, clockOffsetMs: 0, state: 'stopped', alive: false },
+  { id: 'node-d', host: 'host-d', pid: 404, version: '0.1.0', startedAt: ago(100), heartbeatAt: ago(1), inFlight: 1, clockOffsetMs: 0, state: 'running', alive: false },
 ];
 
 export const FIXTURE_INVALID: InvalidJobView[] = [{ file: 'broken.ts', problems: ['schedule: \'<img src=x onerror="window.__injected=true">\' is not a cron expression'] }];

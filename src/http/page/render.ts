@@ -169,8 +169,10 @@ export function invalidSection(invalid: InvalidJobView[]): Markup | '' {
 <ul class="invalid">${invalid.map((f) => html`<li><code>${f.file}</code>: ${f.problems.join('; ')}</li>`)}</ul></section>`;
 }
 
+/** The word `bin/scheduler nodes` uses: the state, or `silent` for a heartbeat gone stale without a stop. */
 function nodeStateBadge(node: NodeView): Markup {
-  if (!node.alive) return stateBadge(`${node.state}, no heartbeat`, node.state === 'stopped' ? 'idle' : 'bad', '✗');
+  if (node.state === 'stopped') return stateBadge('stopped', 'idle', '–');
+  if (!node.alive) return stateBadge('silent', 'bad', '✗');
   return node.state === 'running' ? stateBadge('running', 'ok', '✓') : stateBadge(node.state, 'warn', '!');
 }
 
