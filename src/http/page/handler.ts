@@ -1,0 +1,84 @@
+/**
+ * The status page's hook for the HTTP server: `/` (with `?filter=`) and `/jobs/<name>`, server-side
+ * rendered from a StatusReader; anything else is not the page's (null), so the server answers it.
+ */
+import type { StatusReader } from '../../status/model.js';
+import { html, type Fragment } from './html.js';
+import { invalidSection, jobPageBody, jobsSection, JOB_FILTERS, layout, nodesSection, notFoundBody, summarySection, unavailableSection, type JobFilter } from './render.js';
+
+export interface PageResponse {
+  status: number;
+  html: string;
+}
+
+export type PageHook = (url: URL) => Promise<PageResponse | null>;
+
+export interface PageOptions {
+  /** Seconds between the page's own reloads (`<meta http-equiv="refresh">`); 0: no reload. Default 10. */
+  refreshSeconds?: number;
+  now?: () => Date;
+}
+
+export const DEFAULT_REFRESH_SECONDS = 10;
+
+const JOB_PATH = /^\/jobs\/([^/]+)$/;
+
+export function createPageHandler(reader: StatusReader, options: PageOptions = {}): PageHook {
+  const refreshSeconds = options.refreshSeconds ?? DEFAULT_REFRESH_SECONDS;
+  if (!Number.isInteger(refreshSeconds) || refreshSeconds < 0) {
+    throw new Error(`status page: refreshSeconds is ${String(refreshSeconds)}, expected a whole number of seconds, 0 or more`);
+  }
+  const clock = options.now ?? (() => new Date());
+
+  return async (url) => {
+    if (url.pathname === '/') return home(reader, url, refreshSeconds, clock());
+    const match = JOB_PATH.exec(url.pathname);
+    if (match) return jobPage(reader, match[1]!, refreshSeconds, clock());
+    return null;
+  };
+}
+
+async function home(reader: StatusReader, url: URL, refreshSeconds: number, now: Date): Promise<PageResponse> {
+  const asked = url.searchParams.get('filter');
+  if (asked !== null && asked !== '' && !(JOB_FILTERS as readonly string[]).includes(asked)) {
+    const body = html`<h1>Unknown filter</h1><p>filter=<code>${asked}</code> is not one of ${JOB_FILTERS.join(', ')}. <a href="/">All jobs</a></p>`;
+    return { status: 400, html: layout({ title: 'unknown filter', refreshSeconds: 0, now }, body) };
+  }
+  const filter = asked ? (asked as JobFilter) : null;
+  // Each part is shown if it could be read: a store away must not blank the whole page.
+  const [summary, jobs, nodes] = await Promise.allSettled([reader.summary(), reader.jobs(), reader.nodes()]);
+  const invalid = safely(() => reader.invalid(), []);
+  const body: Fragment = [
+    summary.status === 'fulfilled' ? summarySection(summary.value, now) : unavailableSection('Summary'),
+    jobs.status === 'fulfilled' ? jobsSection(jobs.value, filter, now) : unavailableSection('Jobs'),
+    invalidSection(invalid),
+    nodes.status === 'fulfilled' ? nodesSection(nodes.value, now) : unavailableSection('Nodes'),
+  ];
+  const identity = summary.status === 'fulfilled' ? { nodeId: summary.value.nodeId, version: summary.value.version } : {};
+  return { status: 200, html: layout({ title: filter ? `jobs: ${filter}` : 'status', refreshSeconds, now, ...identity }, body) };
+}
+
+async function jobPage(reader: StatusReader, encoded: string, refreshSeconds: number, now: Date): Promise<PageResponse> {
+  let name: string;
+  try {
+    name = decodeURIComponent(encoded);
+  } catch {
+    return { status: 400, html: layout({ title: 'bad job name', refreshSeconds: 0, now }, html`<h1>Bad job name</h1><p><code>${encoded}</code> is not a valid URL-encoded name. <a href="/">All jobs</a></p>`) };
+  }
+  let detail: Awaited<ReturnType<StatusReader['job']>>;
+  try {
+    detail = await reader.job(name);
+  } catch {
+    return { status: 503, html: layout({ title: name, refreshSeconds, now }, html`<p><a href="/">← all jobs</a></p><h1>${name}</h1>${unavailableSection('Job')}`) };
+  }
+  if (!detail) return { status: 404, html: layout({ title: 'no such job', refreshSeconds: 0, now }, notFoundBody(name)) };
+  return { status: 200, html: layout({ title: name, refreshSeconds, now }, jobPageBody(detail, now)) };
+}
+
+function safely<T>(read: () => T, fallback: T): T {
+  try {
+    return read();
+  } catch {
+    return fallback;
+  }
+}

@@ -1,0 +1,115 @@
+/**
+ * The status page in real headless Chromium: loads clean, shows the counts, filters by plain links,
+ * leads to a job page with its attempts and next periods (DST marked), fits a phone, refreshes.
+ * Served from a fixture reader for now; the Chromium part is in test/helpers/browser.ts.
+ */
+import { statSync } from 'node:fs';
+import type { Browser } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createPageHandler } from '../../src/http/page/index.js';
+import {
+  PHONE, clickFilter, horizontalOverflow, jobNames, launchChromium, openJob, screenshot, servePage, summaryTiles, tableRows, visit,
+} from '../helpers/browser.js';
+import { FIXTURE_NOW, FixtureReader } from '../helpers/status-fixtures.js';
+
+let browser: Browser;
+let server: Awaited<ReturnType<typeof servePage>>;
+
+beforeAll(async () => {
+  // A refresh longer than the test, so that no reload lands between a click and its assertion.
+  server = await servePage(createPageHandler(new FixtureReader(), { now: () => FIXTURE_NOW, refreshSeconds: 600 }));
+  browser = await launchChromium();
+});
+
+afterAll(async () => {
+  await browser?.close();
+  await server?.close();
+});
+
+function expectWritten(path: string): void {
+  expect(statSync(path).size).toBeGreaterThan(1000);
+}
+
+describe('status page in Chromium', () => {
+  it('loads without console errors or failed requests and shows the summary counts and every job', async () => {
+    const { page, problems, close } = await visit(browser, server.baseUrl, '/');
+    expect(await page.title()).toBe('status · cluster-cron');
+    expect(await summaryTiles(page)).toMatchObject({
+      nodes: '2', redis: '! degraded', store: '✓ ok', jobs: '6 + 1 invalid', running: '1', paused: '1', failures: '3', missed: '1',
+    });
+    expect(await jobNames(page)).toEqual(['berlin-nightly', 'fresh-job', 'long-export', 'order-sync', 'paused-report', 'retrying']);
+    // The error with markup in it is shown as text and never ran.
+    expect(await page.locator('tr[data-job="order-sync"] .error').textContent()).toBe('<script>window.__injected = true</script><img src=x onerror="window.__injected=true">boom');
+    expect(await page.evaluate('typeof window.__injected')).toBe('undefined');
+    expect(await page.$$eval('tr[data-node]', (rows) => rows.map((r) => (r.querySelectorAll('td')[1]?.textContent ?? '').trim()))).toEqual(['✓ running', '✓ running', '– stopped', '✗ silent']);
+    expectWritten(await screenshot(page, 'status-page-laptop'));
+    expect(problems).toEqual([]);
+    await close();
+  });
+
+  it('filters failing jobs by a plain link, then a click on a job name opens its attempts and next 10 periods with the DST change marked', async () => {
+    const { page, problems, close } = await visit(browser, server.baseUrl, '/');
+    await clickFilter(page, 'failing');
+    expect(await jobNames(page)).toEqual(['order-sync', 'retrying']);
+    expect(await page.locator('nav.filters a[aria-current="page"]').getAttribute('data-filter')).toBe('failing');
+    expectWritten(await screenshot(page, 'status-page-failing'));
+
+    await clickFilter(page, 'never');
+    expect(await jobNames(page)).toEqual(['fresh-job']);
+    await Promise.all([page.waitForURL((url) => url.search === '', { timeout: 60_000 }), page.click('nav.filters a[data-filter="all"]')]);
+    await openJob(page, 'berlin-nightly');
+    expect(await page.locator('h1').textContent()).toBe('berlin-nightly');
+    const runs = await tableRows(page, 'runs');
+    expect(runs).toHaveLength(30);
+    expect(runs[0]![0]).toContain('2026-03-25 03:30:00 CET');
+    expect(runs[3]!.join(' | ')).toMatch(/✗ failed.*upstream refused$/);
+    const periods = await tableRows(page, 'periods');
+    expect(periods).toHaveLength(10);
+    expect(periods.map((row) => row[2])).toEqual(['+01:00', '+01:00', '+01:00', ...Array(7).fill('+02:00')]);
+    const marked = periods.flatMap((row, i) => (row[4] ? [[i, row[4]]] : []));
+    expect(marked).toEqual([[3, '⇅ DST change: UTC offset +01:00 -> +02:00']]);
+    expect(periods[3]![1]).toContain('2026-03-29 03:30:00 CEST');
+    expectWritten(await screenshot(page, 'status-page-job'));
+    expect(problems).toEqual([]);
+    await close();
+  });
+
+  it('fits a phone (390×844): no horizontal overflow of the page on / and on a job page', async () => {
+    for (const [path, name] of [['/', 'status-page-phone'], ['/jobs/order-sync', 'status-page-job-phone']] as const) {
+      const { page, problems, close } = await visit(browser, server.baseUrl, path, PHONE);
+      expect(await page.evaluate('window.innerWidth')).toBe(PHONE.width);
+      expect(await horizontalOverflow(page)).toBe(0);
+      expectWritten(await screenshot(page, name));
+      expect(problems).toEqual([]);
+      await close();
+    }
+  });
+
+  it('shows a 404 page for an unknown job', async () => {
+    const { page, problems, close } = await visit(browser, server.baseUrl, '/jobs/no-such-job');
+    expect(await page.locator('h1').textContent()).toBe('No job named no-such-job');
+    // Chromium reports the 404 of the document itself (as a response and on the console), nothing else.
+    expect(problems).toContain(`HTTP 404: ${server.baseUrl}/jobs/no-such-job`);
+    expect(problems.filter((p) => !p.includes('404'))).toEqual([]);
+    await close();
+  });
+
+  it('reloads by itself at the configured period', async () => {
+    const fast = await servePage(createPageHandler(new FixtureReader(), { now: () => FIXTURE_NOW, refreshSeconds: 1 }));
+    try {
+      const { page, problems, close } = await visit(browser, fast.baseUrl, '/');
+      // Two reloads, each seen to its load event; closing right after one leaves a second before the next.
+      await new Promise<void>((resolve, reject) => {
+        let loads = 0;
+        const timer = setTimeout(() => reject(new Error(`${loads} reloads in 30 s, expected 2 at 1 s each`)), 30_000);
+        page.on('load', () => { if (++loads === 2) { clearTimeout(timer); resolve(); } });
+      });
+      expect(fast.hits.get('/')).toBeGreaterThanOrEqual(3);
+      expect([...fast.hits.keys()]).toEqual(['/']); // nothing else fetched, not even a favicon
+      expect(problems).toEqual([]);
+      await close();
+    } finally {
+      await fast.close();
+    }
+  });
+});

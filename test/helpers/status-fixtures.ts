@@ -1,0 +1,141 @@
+/**
+ * A StatusReader over fixed data, for the status page's tests before (and besides) a real daemon:
+ * six jobs covering each filter, one in Europe/Berlin whose next periods cross the spring DST
+ * change of 2026-03-29, user text with markup in it, four nodes (one stopped, one silent). The periods come from the real
+ * period math (src/time/schedule.ts), so the DST mark is the one a daemon would compute.
+ */
+import type { InvalidJobView, JobDetailView, JobView, NodeView, RunView, RunsQuery, StatusReader, SummaryView } from '../../src/status/model.js';
+import { compileSchedule, describePeriods, nextPeriods, periodKey } from '../../src/time/schedule.js';
+
+/** A Wednesday: Berlin's next periods at 03:30 are 26, 27, 28 March (CET) then 29 March (CEST). */
+export const FIXTURE_NOW = new Date('2026-03-25T10:00:00.000Z');
+
+export const HOSTILE_ERROR = '<script>window.__injected = true</script><img src=x onerror="window.__injected=true">boom\n    at stack (line 2)';
+
+const iso = (ms: number) => new Date(ms).toISOString();
+const ago = (minutes: number) => iso(FIXTURE_NOW.getTime() - minutes * 60_000);
+
+interface FixtureJob {
+  name: string;
+  schedule: string;
+  timezone: string;
+  runs: RunView[];
+  paused?: JobView['paused'];
+  running?: number;
+  failures24h?: number;
+  missed24h?: number;
+}
+
+function run(job: string, scheduledAt: string, status: RunView['status'], extra: Partial<RunView> = {}): RunView {
+  const started = extra.startedAt !== undefined ? extra.startedAt : iso(Date.parse(scheduledAt) + 40);
+  const durationMs = extra.durationMs !== undefined ? extra.durationMs : status === 'running' || status === 'pending' ? null : 1234;
+  return {
+    job, scheduledAt, periodKey: periodKey(job, new Date(scheduledAt)), attempt: 1, trigger: 'schedule', status, reason: null,
+    nodeId: 'node-a', startedAt: started, finishedAt: started && durationMs !== null ? iso(Date.parse(started) + durationMs) : null,
+    durationMs, error: null, ...extra,
+  };
+}
+
+function berlinRuns(): RunView[] {
+  // Daily at 03:30 Berlin (02:30 UTC in winter): the 30 days up to this morning, newest first.
+  const out: RunView[] = [];
+  for (let day = 0; day < 30; day++) {
+    const at = Date.parse('2026-03-25T02:30:00.000Z') - day * 86_400_000;
+    out.push(run('berlin-nightly', iso(at), day === 3 ? 'failed' : 'succeeded', day === 3 ? { error: 'upstream refused\nmore', nodeId: 'node-b' } : {}));
+  }
+  return out;
+}
+
+export function fixtureJobs(): FixtureJob[] {
+  return [
+    { name: 'berlin-nightly', schedule: '0 30 3 * * *', timezone: 'Europe/Berlin', runs: berlinRuns(), failures24h: 0 },
+    {
+      name: 'order-sync', schedule: '5 * * * *', timezone: 'UTC', failures24h: 2, missed24h: 1,
+      runs: [
+        run('order-sync', '2026-03-25T09:05:00.000Z', 'failed', { error: HOSTILE_ERROR }),
+        run('order-sync', '2026-03-25T08:05:00.000Z', 'skipped', { reason: 'missed', startedAt: null, durationMs: null }),
+        run('order-sync', '2026-03-25T07:05:00.000Z', 'failed', { error: 'timeout talking to <db>' }),
+      ],
+    },
+    { name: 'fresh-job', schedule: '0 2 * * *', timezone: 'Asia/Shanghai', runs: [] },
+    {
+      name: 'paused-report', schedule: '0 6 * * 1', timezone: 'America/New_York',
+      paused: { reason: 'migration <b>week</b>', since: ago(90) },
+      runs: [run('paused-report', '2026-03-23T10:00:00.000Z', 'succeeded')],
+    },
+    {
+      name: 'long-export', schedule: '*/30 * * * *', timezone: 'UTC', running: 1,
+      runs: [run('long-export', '2026-03-25T09:30:00.000Z', 'running', { nodeId: 'node-b' }), run('long-export', '2026-03-25T09:00:00.000Z', 'succeeded')],
+    },
+    {
+      name: 'retrying', schedule: '*/15 * * * *', timezone: 'UTC', failures24h: 1,
+      runs: [
+        run('retrying', '2026-03-25T09:45:00.000Z', 'pending', { attempt: 2, trigger: 'retry', startedAt: null }),
+        run('retrying', '2026-03-25T09:45:00.000Z', 'timed_out', { error: 'timeout after 10s' }),
+      ],
+    },
+  ];
+}
+
+export const FIXTURE_NODES: NodeView[] = [
+  { id: 'node-a', host: 'host-a', pid: 101, version: '0.1.0', startedAt: ago(600), heartbeatAt: ago(0.1), inFlight: 0, clockOffsetMs: 3, state: 'running', alive: true },
+  { id: 'node-b', host: 'host-b', pid: 202, version: '0.1.0', startedAt: ago(300), heartbeatAt: ago(0.2), inFlight: 1, clockOffsetMs: -12, state: 'running', alive: true },
+  { id: 'node-c', host: 'host-c', pid: 303, version: '0.0.9', startedAt: ago(5000), heartbeatAt: ago(2000), inFlight: 0, clockOffsetMs: 0, state: 'stopped', alive: false },
+  { id: 'node-d', host: 'host-d', pid: 404, version: '0.1.0', startedAt: ago(100), heartbeatAt: ago(1), inFlight: 1, clockOffsetMs: 0, state: 'running', alive: false },
+];
+
+export const FIXTURE_INVALID: InvalidJobView[] = [{ file: 'broken.ts', problems: ['schedule: \'<img src=x onerror="window.__injected=true">\' is not a cron expression'] }];
+
+function jobView(job: FixtureJob, now: Date): JobView {
+  const schedule = compileSchedule(job.schedule, job.timezone);
+  const newest = job.runs[0];
+  const success = job.runs.find((r) => r.status === 'succeeded');
+  return {
+    name: job.name, schedule: job.schedule, timezone: job.timezone,
+    next: nextPeriods(schedule, now, 3).map((d) => d.toISOString()),
+    last: newest ? { scheduledAt: newest.scheduledAt, status: newest.status, finishedAt: newest.finishedAt, attempt: newest.attempt, error: newest.error } : null,
+    lastSuccessAt: success?.finishedAt ?? null,
+    paused: job.paused ?? null, running: job.running ?? 0, failures24h: job.failures24h ?? 0, missed24h: job.missed24h ?? 0,
+    overlap: 'skip', timeout: 600_000, retries: 2, file: `/etc/cluster-cron/jobs/${job.name}.ts`,
+  };
+}
+
+/** The reader; `jobs` may be replaced (the bench and the tests make their own lists). */
+export class FixtureReader implements StatusReader {
+  constructor(private readonly list: FixtureJob[] = fixtureJobs(), private readonly now: () => Date = () => FIXTURE_NOW) {}
+
+  async summary(): Promise<SummaryView> {
+    const jobs = this.list.map((j) => jobView(j, this.now()));
+    return {
+      nodeId: 'node-a', version: '0.1.0', nodesAlive: FIXTURE_NODES.filter((n) => n.alive).length,
+      store: { kind: 'postgres', state: 'ok' }, redis: 'degraded', jobs: jobs.length, invalidJobs: FIXTURE_INVALID.length,
+      paused: jobs.filter((j) => j.paused).length, running: jobs.reduce((n, j) => n + j.running, 0),
+      failures24h: jobs.reduce((n, j) => n + j.failures24h, 0), missed24h: jobs.reduce((n, j) => n + j.missed24h, 0),
+      clockOffsetMs: 3, readAt: iso(this.now().getTime() - 2000),
+    };
+  }
+
+  async jobs(): Promise<JobView[]> {
+    return this.list.map((j) => jobView(j, this.now()));
+  }
+
+  async job(name: string): Promise<JobDetailView | null> {
+    const job = this.list.find((j) => j.name === name);
+    if (!job) return null;
+    const periods = describePeriods(compileSchedule(job.schedule, job.timezone), this.now(), 10).map((p) => ({ utc: p.utc, local: p.local, dst: p.dst ?? null }));
+    return { job: jobView(job, this.now()), runs: job.runs.slice(0, 100), periods };
+  }
+
+  async runs(query: RunsQuery): Promise<RunView[]> {
+    const all = this.list.flatMap((j) => j.runs).filter((r) => (!query.job || r.job === query.job) && (!query.status || r.status === query.status));
+    return all.slice(0, query.limit ?? 100);
+  }
+
+  async nodes(): Promise<NodeView[]> {
+    return FIXTURE_NODES;
+  }
+
+  invalid(): InvalidJobView[] {
+    return FIXTURE_INVALID;
+  }
+}
