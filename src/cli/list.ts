@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { openStore } from '../runtime.js';
+import { openStores } from '../runtime.js';
 import { nextPeriods } from '../time/schedule.js';
 import { formatDuration } from '../time/duration.js';
 import { EXIT } from './exit.js';
@@ -16,12 +16,13 @@ export function listCommand(program: Command): void {
       const allInTable = cmd.getOptionValueSource('count') === 'cli';
       const { config } = setup(options);
       const { jobs, invalid } = await jobsOf(config);
-      const store = await openStore(config);
+      const stores = await openStores(config);
       let last;
+      let paused;
       try {
-        last = await store.lastRuns(jobs.map((j) => j.name));
+        [last, paused] = await Promise.all([stores.store.lastRuns(jobs.map((j) => j.name)), stores.jobStore.paused()]);
       } finally {
-        await store.close();
+        await stores.close();
       }
       const now = new Date();
       const views = jobs.map((j) => ({
@@ -40,12 +41,15 @@ export function listCommand(program: Command): void {
         retries: j.retries,
         retryDelayMs: j.retryDelayMs,
         lastRun: last.has(j.name) ? runView(last.get(j.name)!) : null,
+        // Cluster-wide (`pause <job>`): its periods are recorded skipped (paused); `since` is the store's clock.
+        paused: paused.has(j.name) ? { reason: paused.get(j.name)!.reason, since: new Date(paused.get(j.name)!.pausedAt).toISOString() } : null,
       }));
       print(options.json, { jobs: views, invalid }, () => {
         const rows = [['JOB', 'SCHEDULE', 'TIMEZONE', 'NEXT', 'LAST RUN', 'STATUS', 'OPTIONS']];
         for (const v of views) {
           rows.push([
-            v.name, v.schedule, v.timezone, v.enabled ? ((allInTable ? v.next.join(', ') : v.next[0]) || '-') : 'disabled',
+            v.name, v.schedule, v.timezone,
+            !v.enabled ? 'disabled' : v.paused ? `paused${v.paused.reason ? ` (${v.paused.reason})` : ''}` : ((allInTable ? v.next.join(', ') : v.next[0]) || '-'),
             v.lastRun ? v.lastRun.scheduledAt : '-', v.lastRun ? v.lastRun.status : '-',
             `overlap=${v.overlap} catchUp=${formatDuration(v.catchUpMs)}${v.retries ? ` retries=${v.retries}` : ''}${v.timeoutMs ? ` timeout=${formatDuration(v.timeoutMs)}` : ''}`,
           ]);

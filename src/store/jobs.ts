@@ -95,4 +95,10 @@ export class KnexJobStore implements JobStore {
     const rows = await this.db.wrap('read paused jobs', () => this.knex(JOBS_TABLE).where('paused', true).select('name', 'paused_reason', 'paused_at'));
     return new Map((rows as Row[]).map((r) => [r.name, { reason: r.paused_reason, pausedAt: Number(r.paused_at ?? 0) }]));
   }
+
+  async names(): Promise<string[]> {
+    const rows = await this.db.wrap('read job names', () => this.knex(JOBS_TABLE).select('name'));
+    // Sorted here, not by the database: collations differ between backends.
+    return (rows as Array<{ name: string }>).map((r) => r.name).sort();
+  }
 }
