@@ -39,7 +39,7 @@ export type ClaimResult =
   | { outcome: 'won'; run: RunRecord; lease: Lease | null; release: () => void; sentAt: number }
   | { outcome: 'lost-lock' | 'lost-row' | 'skipped-overlap' | 'blocked-overlap' | 'in-hand'; running?: RunRecord }
   /** 'skipped-paused': the job is paused; the inserted row was recorded skipped (paused). 'paused': an owed attempt left pending. */
-  | { outcome: 'skipped-paused' | 'paused'; pausedReason: string | null };
+  | { outcome: 'skipped-paused' | 'paused'; pausedReason: string | null; running?: undefined };
 
 /** How overlap 'skip' is checked (see above). */
 export type OverlapCheck = 'none' | 'tick' | 'wait';
