@@ -42,13 +42,15 @@ export async function runPass(rt: Runtime, jobs: Job[]): Promise<PeriodResult[]>
 /** --dry-run of the pass: the same selection, bodies run with ctx.dryRun, nothing written. */
 export async function dryRunPass(rt: Pick<Runtime, 'store' | 'jobStore'>, executor: Executor, jobs: Job[], now = new Date()): Promise<AttemptResult[]> {
   const out: AttemptResult[] = [];
-  const byName = new Map(jobs.map((j) => [j.name, j]));
+  // A paused job's periods would be recorded skipped (paused) and its owed attempts left pending: not run.
+  const paused = await rt.jobStore.paused();
+  const byName = new Map(jobs.filter((j) => !paused.has(j.name)).map((j) => [j.name, j]));
   for (const pending of await rt.store.duePending()) {
     const job = byName.get(pending.job);
     if (job) out.push(await executor.dryRun(job, pending.scheduledAt, pending.trigger, pending.attempt));
   }
-  const plans = await previewReconcile(rt.store, rt.jobStore, jobs, { upTo: now, now, fresh: 'catch-up' });
-  for (const job of jobs) {
+  const plans = await previewReconcile(rt.store, rt.jobStore, [...byName.values()], { upTo: now, now, fresh: 'catch-up' });
+  for (const job of byName.values()) {
     for (const p of plans.get(job.name)?.run ?? []) out.push(await executor.dryRun(job, p, 'catch-up'));
   }
   return out;
