@@ -49,7 +49,7 @@ export function listCommand(program: Command): void {
         for (const v of views) {
           rows.push([
             v.name, v.schedule, v.timezone,
-            !v.enabled ? 'disabled' : v.paused ? `paused${v.paused.reason ? ` (${v.paused.reason})` : ''}` : ((allInTable ? v.next.join(', ') : v.next[0]) || '-'),
+            !v.enabled ? 'disabled' : v.paused ? pausedText(v.paused.reason) : ((allInTable ? v.next.join(', ') : v.next[0]) || '-'),
             v.lastRun ? v.lastRun.scheduledAt : '-', v.lastRun ? v.lastRun.status : '-',
             `overlap=${v.overlap} catchUp=${formatDuration(v.catchUpMs)}${v.retries ? ` retries=${v.retries}` : ''}${v.timeoutMs ? ` timeout=${formatDuration(v.timeoutMs)}` : ''}`,
           ]);
@@ -60,4 +60,10 @@ export function listCommand(program: Command): void {
       });
       process.exitCode = invalid.length > 0 ? EXIT.invalid : EXIT.ok;
     });
+}
+
+/** The NEXT column of a paused job: `paused (<reason>)`, a long reason cut (--json has it whole). */
+function pausedText(reason: string | null): string {
+  if (!reason) return 'paused';
+  return `paused (${reason.length > 60 ? `${reason.slice(0, 59)}…` : reason})`;
 }

@@ -134,6 +134,9 @@ describe('pause and resume: 2 daemons on PostgreSQL', () => {
     expect(instants).toHaveLength(past.length);
     expect(instants.at(-1)! - instants[0]!).toBe((instants.length - 1) * 1000);
 
+    // The claim winners said why, at info.
+    expect(daemons.some((d) => d.logs().some((l) => l.msg === 'period skipped: the job is paused' && l.job === 'tick' && String(l.reason).startsWith('ledger maintenance')))).toBe(true);
+
     // The owed retry was not claimed while paused.
     const flaky = await history('flaky');
     expect(flaky.find((r) => r.id === owed.id)).toMatchObject({ status: 'pending', attempt: 2 });
