@@ -85,7 +85,7 @@ export async function openRuntime(config: Config, log: Logger, events: EventBus 
   // SQLite's clock is this machine's own: nothing to estimate.
   const clock = new StoreClock(db.kind === 'sqlite' ? null : (timeoutMs) => db.clockSample(timeoutMs), log);
   await clock.start();
-  const claimer = new Claimer(store, lock, config.nodeId, log);
+  const claimer = new Claimer(store, lock, config.nodeId, log, jobStore);
   if (lockDown) claimer.lockUnavailable(lockDown);
   const executor = new Executor(store, config.nodeId, log, { maxResultBytes: config.maxResultBytes, now: () => clock.now(), events });
   const runner = new PeriodRunner(store, claimer, executor, log, events);

@@ -14,18 +14,32 @@
  *   the job and, if there is one, wait (no row is written; a pending row stays pending). After
  *   claiming they look again for an earlier period's live run, so that of two claims racing, the
  *   earlier period runs and the later one is recorded skipped (or given back, if it was pending).
+ *
+ * Pause (`pause <job>`, the jobs table) is read on the claim path too, beside the INSERT like the
+ * tick's overlap check, so it costs the body no extra round trip. A paused job's inserted row is
+ * recorded skipped (reason paused); a paused job's owed attempt is not claimed (it stays pending).
+ * Why one read at the claim is enough for "every node honours a pause within one tick": every claim
+ * path sends that read at or after its period's instant minus CLAIM_AHEAD_MS (100 ms) by the node's
+ * estimate of the store's clock (a tick claims only periods within 100 ms of now; catch-up and owed
+ * attempts are claimed after their instant), and the store evaluates it after it was sent. A pause
+ * committed before `pause` returned at P is therefore seen by the claim of every period later than
+ * P + 100 ms (plus the estimate's error, under a millisecond on a LAN). A second read just before
+ * the body of a period claimed ahead would narrow that 100 ms to a round trip, but would put a round
+ * trip back on the fire path; the bound asked for (one tick, 1 s) holds without it.
  */
 import { LockUnavailableError, errorMessage } from '../errors.js';
 import type { Job, Trigger } from '../jobs/types.js';
 import type { Logger } from '../log.js';
-import type { RunRecord, RunStore } from '../store/types.js';
+import type { JobStore, RunRecord, RunStore } from '../store/types.js';
 import { periodKey } from '../time/schedule.js';
 import type { Lease, LockProvider } from './lock.js';
 
 export type ClaimResult =
   /** `sentAt`: when the statement that claimed the row was sent (monotonic ms); the store's lease runs from after it. */
   | { outcome: 'won'; run: RunRecord; lease: Lease | null; release: () => void; sentAt: number }
-  | { outcome: 'lost-lock' | 'lost-row' | 'skipped-overlap' | 'blocked-overlap' | 'in-hand'; running?: RunRecord };
+  | { outcome: 'lost-lock' | 'lost-row' | 'skipped-overlap' | 'blocked-overlap' | 'in-hand'; running?: RunRecord }
+  /** 'skipped-paused': the job is paused; the inserted row was recorded skipped (paused). 'paused': an owed attempt left pending. */
+  | { outcome: 'skipped-paused' | 'paused'; pausedReason: string | null; running?: undefined };
 
 /** How overlap 'skip' is checked (see above). */
 export type OverlapCheck = 'none' | 'tick' | 'wait';
@@ -36,7 +50,15 @@ export interface ClaimRequest {
   trigger: Trigger;
   attempt: number;
   checkOverlap: OverlapCheck;
+  /** Run even when the job is paused (`run-once <job> --force`). */
+  ignorePause?: boolean;
 }
+
+/** Where the claim reads whether a job is paused (the jobs table). */
+export type PauseSource = Pick<JobStore, 'get'>;
+
+/** Not paused: the answer when there is no source or the claim ignores pauses. */
+const NOT_PAUSED = Promise.resolve(null);
 
 /** The Redlock resource of an attempt: `<job>@<ISO>` for attempt 1, `<job>@<ISO>#<n>` after. */
 export function attemptLockKey(key: string, attempt: number): string {
@@ -58,7 +80,18 @@ export class Claimer {
     private readonly lock: LockProvider,
     private readonly nodeId: string,
     private readonly log: Logger,
+    /** The jobs table, for pauses; none: nothing is ever paused (tests of the claim alone). */
+    private readonly pauses?: PauseSource,
   ) {}
+
+  /** The job's pause, or null when it is not paused (or the claim ignores pauses). */
+  private pauseOf(job: string, ignore = false): Promise<{ reason: string | null } | null> {
+    if (!this.pauses || ignore) return NOT_PAUSED;
+    return this.pauses.get([job]).then((rows) => {
+      const row = rows.get(job);
+      return row?.paused ? { reason: row.pausedReason } : null;
+    });
+  }
 
   /** The quorum could not be reached (at start): say so once; claims go through the row until it answers. */
   lockUnavailable(err: Error): void {
@@ -73,7 +106,7 @@ export class Claimer {
 
   /** Claims attempt `attempt` of a period by inserting its row. */
   claim(req: ClaimRequest): Promise<ClaimResult> {
-    const { job, scheduledAt, trigger, attempt, checkOverlap: check } = req;
+    const { job, scheduledAt, trigger, attempt, checkOverlap: check, ignorePause } = req;
     const key = periodKey(job.name, scheduledAt);
     return this.guarded(key, attempt, job.lockTtlMs, async () => {
       const ttl = job.lockTtlMs;
@@ -81,13 +114,20 @@ export class Claimer {
         const live = others(await this.store.liveRuns(job.name, ttl), key, scheduledAt, false);
         if (live.length > 0) return { outcome: 'blocked-overlap', running: live[0] };
       }
-      // The tick's overlap check goes out beside the INSERT (one round trip on the path to the body, not two).
+      // The tick's overlap check and the pause go out beside the INSERT (one round trip on the path to
+      // the body, not two).
       const sentAt = performance.now();
-      const [inserted, live] = await Promise.all([
+      const [inserted, live, paused] = await Promise.all([
         this.store.insertRun({ job: job.name, scheduledAt, periodKey: key, attempt, trigger, nodeId: this.nodeId, leaseMs: ttl }),
         check !== 'none' ? this.store.liveRuns(job.name, ttl) : Promise.resolve([]),
+        this.pauseOf(job.name, ignorePause),
       ]);
       if (inserted.outcome === 'duplicate') return { outcome: 'lost-row' };
+      // The row is ours: the pause is recorded on it, so that the period is skipped once, cluster-wide.
+      if (paused) {
+        await this.store.finishRun(inserted.run.id, this.nodeId, { status: 'skipped', reason: 'paused' }, ttl);
+        return { outcome: 'skipped-paused', pausedReason: paused.reason };
+      }
       // Only a live run of an EARLIER period blocks now, so that two periods claimed at the same moment
       // cannot skip each other. The row is ours already: the skip is recorded on it.
       const earlier = others(live, key, scheduledAt, true);
@@ -103,24 +143,32 @@ export class Claimer {
    * Claims an owed (pending) attempt by compare-and-set. With overlap 'skip', it waits (stays pending)
    * while another period of the job has a live run.
    */
-  claimPending(job: Job, pending: RunRecord): Promise<ClaimResult> {
+  claimPending(job: Job, pending: RunRecord, options: { ignorePause?: boolean } = {}): Promise<ClaimResult> {
     const skip = job.overlap === 'skip';
     const { periodKey: key, scheduledAt } = pending;
     return this.guarded(key, pending.attempt, job.lockTtlMs, async () => {
       const ttl = job.lockTtlMs;
-      if (skip) {
-        const live = others(await this.store.liveRuns(job.name, ttl), key, scheduledAt, false);
-        if (live.length > 0) return { outcome: 'blocked-overlap', running: live[0] };
-      }
+      // A paused job's owed attempt stays pending (no write at all): it runs after `resume`.
+      const [before, pausedBefore] = await Promise.all([skip ? this.store.liveRuns(job.name, ttl) : Promise.resolve([]), this.pauseOf(job.name, options.ignorePause)]);
+      if (pausedBefore) return { outcome: 'paused', pausedReason: pausedBefore.reason };
+      const live = others(before, key, scheduledAt, false);
+      if (live.length > 0) return { outcome: 'blocked-overlap', running: live[0] };
       const sentAt = performance.now();
       const run = await this.store.claimPending(pending.id, this.nodeId, ttl);
       if (!run) return { outcome: 'lost-row' };
-      if (skip) {
-        const earlier = others(await this.store.liveRuns(job.name, ttl), key, scheduledAt, true);
-        if (earlier.length > 0) {
-          await this.store.releasePending(run.id, this.nodeId);
-          return { outcome: 'blocked-overlap', running: earlier[0] };
-        }
+      // With overlap 'skip', again after the compare-and-set, beside the overlap check (no extra round
+      // trip): a pause that landed meanwhile gives the attempt back.
+      const [after, pausedAfter] = skip
+        ? await Promise.all([this.store.liveRuns(job.name, ttl), this.pauseOf(job.name, options.ignorePause)])
+        : [[], null];
+      if (pausedAfter) {
+        await this.store.releasePending(run.id, this.nodeId);
+        return { outcome: 'paused', pausedReason: pausedAfter.reason };
+      }
+      const earlier = others(after, key, scheduledAt, true);
+      if (earlier.length > 0) {
+        await this.store.releasePending(run.id, this.nodeId);
+        return { outcome: 'blocked-overlap', running: earlier[0] };
       }
       return { outcome: 'won', run, sentAt };
     });

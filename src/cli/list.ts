@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { openStore } from '../runtime.js';
+import { openStores } from '../runtime.js';
 import { nextPeriods } from '../time/schedule.js';
 import { formatDuration } from '../time/duration.js';
 import { EXIT } from './exit.js';
@@ -18,12 +18,13 @@ export function listCommand(program: Command): void {
       const allInTable = cmd.getOptionValueSource('count') === 'cli';
       const { config } = setup(options);
       const { jobs, invalid } = await jobsOf(config);
-      const store = await openStore(config);
+      const stores = await openStores(config);
       let last;
+      let paused;
       try {
-        last = await store.lastRuns(jobs.map((j) => j.name));
+        [last, paused] = await Promise.all([stores.store.lastRuns(jobs.map((j) => j.name)), stores.jobStore.paused()]);
       } finally {
-        await store.close();
+        await stores.close();
       }
       const now = new Date();
       const views = jobs.map((j) => ({
@@ -42,6 +43,8 @@ export function listCommand(program: Command): void {
         retries: j.retries,
         retryDelayMs: j.retryDelayMs,
         lastRun: last.has(j.name) ? runView(last.get(j.name)!) : null,
+        // Cluster-wide (`pause <job>`): its periods are recorded skipped (paused); `since` is the store's clock.
+        paused: paused.has(j.name) ? { reason: paused.get(j.name)!.reason, since: new Date(paused.get(j.name)!.pausedAt).toISOString() } : null,
       }));
       print(options.json, { jobs: views, invalid }, () => {
         // Times in each job's zone (or UTC with --utc), with how far they are from now; every line fits 100 columns.
@@ -55,7 +58,7 @@ export function listCommand(program: Command): void {
           const below = wrapParts([last, opts], '  ');
           if (allInTable && next.length > 0) below.push(...wrapParts(next.map((d) => formatLocal(d, zone, 'compact')), '  next ', TEXT_WIDTH, ', '));
           rows.push({
-            cells: [truncate(v.name, NAME_WIDTH), v.schedule, v.timezone, v.enabled ? (next[0] ? whenText(next[0], zone, now) : '-') : 'disabled'],
+            cells: [truncate(v.name, NAME_WIDTH), v.schedule, v.timezone, !v.enabled ? 'disabled' : v.paused ? pausedText(v.paused.reason, 30) : next[0] ? whenText(next[0], zone, now) : '-'],
             below,
           });
         }
@@ -66,4 +69,10 @@ export function listCommand(program: Command): void {
       });
       process.exitCode = invalid.length > 0 ? EXIT.invalid : EXIT.ok;
     });
+}
+
+/** The NEXT column of a paused job: `paused (<reason>)`, a long reason cut (--json has it whole). */
+function pausedText(reason: string | null, width = 60): string {
+  if (!reason) return 'paused';
+  return `paused (${truncate(reason, width)})`;
 }

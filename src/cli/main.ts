@@ -9,6 +9,7 @@ import { listCommand } from './list.js';
 import { migrateCommand } from './migrate.js';
 import { nextCommand } from './next.js';
 import { nodesCommand } from './nodes.js';
+import { pauseCommands } from './pause.js';
 import { pruneCommand } from './prune.js';
 import { runOnceCommand } from './run-once.js';
 import { runCommand } from './run.js';
@@ -36,9 +37,10 @@ Examples:
   scheduler history nightly-report --limit 20 --status failed
   scheduler prune --older-than 90d --dry-run           # how many finished runs older than 90 days would go
   scheduler nodes                                      # the live and recently stopped nodes
+  scheduler pause nightly-report --reason "db upgrade" # cluster-wide, within one tick; 'resume nightly-report' undoes it
 
 Exit statuses: 0 ok, 1 a run failed, 2 bad usage/configuration/job files, 3 refused, 4 store or Redis quorum unreachable.`);
-  for (const add of [runCommand, runOnceCommand, listCommand, nextCommand, validateCommand, historyCommand, migrateCommand, pruneCommand, nodesCommand]) add(program);
+  for (const add of [runCommand, runOnceCommand, listCommand, nextCommand, validateCommand, historyCommand, migrateCommand, pruneCommand, nodesCommand, pauseCommands]) add(program);
   for (const cmd of program.commands) cmd.exitOverride();
   return program;
 }

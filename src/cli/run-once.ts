@@ -34,7 +34,7 @@ export function runOnceCommand(program: Command): void {
     .description('one scheduling pass and exit; or run the named jobs now, by hand')
     .argument('[jobs...]', 'run these jobs now (manual runs) instead of a scheduling pass')
     .option('--period <iso>', 'with one job: run that cron period by hand')
-    .option('--force', 'with --period: run a period that already succeeded')
+    .option('--force', 'with named jobs: run a paused job; with --period: also run a period that already succeeded')
     .option('--dry-run', 'run bodies with ctx.dryRun = true; no run row, no lock')
     .addHelpText('after', `
 Exit: 0 all ran (or nothing was due), 1 a period's last attempt failed, 2 bad usage or job files, 3 refused, 4 store or Redis unreachable.
@@ -48,7 +48,7 @@ Examples:
       if (options.period !== undefined && names.length !== 1) {
         throw new SchedulerError('E_USAGE', '--period needs exactly one job name: run-once <job> --period <ISO instant>');
       }
-      if (options.force && options.period === undefined) throw new SchedulerError('E_USAGE', '--force only applies with --period');
+      if (options.force && names.length === 0) throw new SchedulerError('E_USAGE', '--force only applies to named jobs: run-once <job> --force (a paused job), run-once <job> --period <ISO> --force');
       const { config, log } = setup(options);
       const { jobs, invalid } = await jobsOf(config);
       for (const f of invalid) for (const p of f.problems) log.error(p);

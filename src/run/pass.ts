@@ -42,13 +42,15 @@ export async function runPass(rt: Runtime, jobs: Job[]): Promise<PeriodResult[]>
 /** --dry-run of the pass: the same selection, bodies run with ctx.dryRun, nothing written. */
 export async function dryRunPass(rt: Pick<Runtime, 'store' | 'jobStore'>, executor: Executor, jobs: Job[], now = new Date()): Promise<AttemptResult[]> {
   const out: AttemptResult[] = [];
-  const byName = new Map(jobs.map((j) => [j.name, j]));
+  // A paused job's periods would be recorded skipped (paused) and its owed attempts left pending: not run.
+  const paused = await rt.jobStore.paused();
+  const byName = new Map(jobs.filter((j) => !paused.has(j.name)).map((j) => [j.name, j]));
   for (const pending of await rt.store.duePending()) {
     const job = byName.get(pending.job);
     if (job) out.push(await executor.dryRun(job, pending.scheduledAt, pending.trigger, pending.attempt));
   }
-  const plans = await previewReconcile(rt.store, rt.jobStore, jobs, { upTo: now, now, fresh: 'catch-up' });
-  for (const job of jobs) {
+  const plans = await previewReconcile(rt.store, rt.jobStore, [...byName.values()], { upTo: now, now, fresh: 'catch-up' });
+  for (const job of byName.values()) {
     for (const p of plans.get(job.name)?.run ?? []) out.push(await executor.dryRun(job, p, 'catch-up'));
   }
   return out;
@@ -103,8 +105,20 @@ export function manualAttempt(runs: RunRecord[], force: boolean): number {
   return (last?.attempt ?? 0) + 1;
 }
 
-/** `run-once <job>` (now, as a manual run) or `run-once <job> --period <ISO>`. Refusals throw RefusedError. */
+/** The refusal of a manual run of a paused job. */
+function pausedRefusal(job: string, reason: string | null): RefusedError {
+  return new RefusedError(`job '${job}' is paused${reason ? ` (${reason})` : ''}; resume it with 'resume ${job}', or run it anyway with --force`);
+}
+
+/**
+ * `run-once <job>` (now, as a manual run) or `run-once <job> --period <ISO>`. Refusals throw
+ * RefusedError. A paused job is refused unless `force` (which also runs it, and the retries it owes).
+ */
 export async function runManual(rt: Runtime, job: Job, period: Date | undefined, force: boolean): Promise<AttemptResult[]> {
+  if (!force) {
+    const row = (await rt.jobStore.get([job.name])).get(job.name);
+    if (row?.paused) throw pausedRefusal(job.name, row.pausedReason);
+  }
   const scheduledAt = period ?? new Date(rt.clock.now());
   let attempt = 1;
   if (period) {
@@ -114,8 +128,10 @@ export async function runManual(rt: Runtime, job: Job, period: Date | undefined,
   } else {
     await refuseIfInFlight(rt.store, job);
   }
-  const result = await rt.runner.runPeriod(job, scheduledAt, 'manual', { attempt, checkOverlap: 'none', followOwed: true });
+  const result = await rt.runner.runPeriod(job, scheduledAt, 'manual', { attempt, checkOverlap: 'none', followOwed: true, ignorePause: force });
   if (result.claim === 'error') throw new SchedulerError('E_STORE_UNAVAILABLE', result.error ?? 'claim failed');
+  // Paused between the check above and the claim: the claim recorded the row skipped (paused).
+  if (result.claim === 'skipped-paused') throw pausedRefusal(job.name, null);
   if (result.attempts.length === 0) throw new RefusedError(`period ${periodKey(job.name, scheduledAt)} was claimed by another node at the same moment`);
   return result.attempts;
 }

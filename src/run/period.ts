@@ -15,6 +15,7 @@ import { noEvents, type ClaimOutcome, type SchedulerObserver } from '../events/e
 
 const CLAIM_OUTCOME: Record<ClaimResult['outcome'], ClaimOutcome | null> = {
   won: 'won', 'lost-lock': 'lost_lock', 'lost-row': 'lost_row', 'skipped-overlap': 'skipped', 'blocked-overlap': 'blocked', 'in-hand': null,
+  'skipped-paused': 'skipped', paused: null,
 };
 
 export interface PeriodResult {
@@ -36,6 +37,8 @@ export interface RunPeriodOptions {
   notBefore?: Date;
   /** Wait for and run the attempts this one makes owed (retries), as long as they are not claimed elsewhere. */
   followOwed?: boolean;
+  /** Run even when the job is paused, the owed attempts followed too (`run-once <job> --force`). */
+  ignorePause?: boolean;
 }
 
 export class PeriodRunner {
@@ -60,7 +63,7 @@ export class PeriodRunner {
   async runPeriod(job: Job, scheduledAt: Date, trigger: Trigger, options: RunPeriodOptions = {}): Promise<PeriodResult> {
     const attempt = options.attempt ?? 1;
     const check: OverlapCheck = job.overlap === 'allow' ? 'none' : (options.checkOverlap ?? (trigger === 'schedule' ? 'tick' : 'wait'));
-    return this.attempts(job, scheduledAt, attempt, trigger, options, () => this.claimer.claim({ job, scheduledAt, trigger, attempt, checkOverlap: check }));
+    return this.attempts(job, scheduledAt, attempt, trigger, options, () => this.claimer.claim({ job, scheduledAt, trigger, attempt, checkOverlap: check, ignorePause: options.ignorePause }));
   }
 
   /** Claims an owed (pending) attempt by compare-and-set, and runs it. Never throws. */
@@ -91,8 +94,11 @@ export class PeriodRunner {
       const counted = CLAIM_OUTCOME[claim.outcome];
       if (counted) this.events.emit({ type: 'claim', ...ref, outcome: counted });
       if (claim.outcome === 'skipped-overlap') this.events.emit({ type: 'skipped', job: job.name, reason: 'overlap', count: 1, first: scheduledAt, last: scheduledAt });
+      if (claim.outcome === 'skipped-paused') this.events.emit({ type: 'skipped', job: job.name, reason: 'paused', count: 1, first: scheduledAt, last: scheduledAt });
       if (claim.outcome !== 'won') {
-        if (claim.outcome === 'skipped-overlap') {
+        if (claim.outcome === 'skipped-paused') {
+          this.log.info({ job: job.name, periodKey: key, reason: claim.pausedReason }, 'period skipped: the job is paused');
+        } else if (claim.outcome === 'skipped-overlap') {
           this.log.info({ job: job.name, periodKey: key, runningPeriod: claim.running?.periodKey }, 'period skipped: another run of the job is in flight (overlap: skip)');
         } else {
           this.log.debug({ job: job.name, periodKey: key, attempt: n, outcome: claim.outcome }, 'attempt not claimed');
@@ -107,7 +113,7 @@ export class PeriodRunner {
       const due = (next.runAt?.getTime() ?? 0) - (await this.store.now().catch(() => Date.now()));
       if (due > 0) await this.sleep(due);
       n = next.attempt;
-      claimNext = () => this.claimer.claimPending(job, next);
+      claimNext = () => this.claimer.claimPending(job, next, { ignorePause: options.ignorePause });
     }
   }
 

@@ -108,6 +108,17 @@ export function planReconcile(job: Job, w: ReconcileWindow, periods: PeriodsToCh
 }
 
 /**
+ * A paused job's plan (pure): nothing runs; the periods that would have run or been coalesced, and
+ * the missed ones from the pause's instant on, are recorded skipped (paused) instead. Missed periods
+ * from before the pause stay missed.
+ */
+export function pausePlan(plan: ReconcilePlan, pausedAt: number): ReconcilePlan & { paused: Date[] } {
+  const missed = plan.missed.filter((p) => p.getTime() < pausedAt);
+  const paused = [...plan.missed.filter((p) => p.getTime() >= pausedAt), ...plan.coalesced, ...plan.run].sort((a, b) => a.getTime() - b.getTime());
+  return { ...plan, missed, coalesced: [], run: [], paused };
+}
+
+/**
  * The anchors of the jobs, read only: a job the cluster has never seen starts with its next period,
  * as a new Kubernetes CronJob does (`fresh: 'next'`, the daemon), or with the periods within its
  * catchUp (`fresh: 'catch-up'`, a run-once pass). A job with rows from before the jobs table existed
@@ -230,9 +241,18 @@ export class Reconciler {
     });
     if (work.length === 0) return out;
     const rows = await this.runs.rowsInRanges(work.flatMap(({ job, periods }) => rangesOf(job.name, periods)));
-    for (const { job, w, periods } of work) {
-      const plan = planReconcile(job, w, periods, rows.get(job.name) ?? new Set());
+    const plans = work.map(({ job, w, periods }) => ({ job, plan: planReconcile(job, w, periods, rows.get(job.name) ?? new Set()) }));
+    // Pauses are read only when a period has no row (rare: the claims record paused periods
+    // themselves), so the steady sweep costs no extra statement.
+    const paused = plans.some(({ plan }) => plan.missed.length + plan.coalesced.length + plan.run.length > 0) ? await this.jobs.paused() : new Map<string, { pausedAt: number }>();
+    for (const { job, plan: planned } of plans) {
+      const pause = paused.get(job.name);
+      const plan = pause ? pausePlan(planned, pause.pausedAt) : { ...planned, paused: [] };
       try {
+        if (plan.paused.length > 0) {
+          const n = await this.record(job, plan.paused, 'paused');
+          if (n > 0) this.log.info({ job: job.name, paused: n, from: plan.paused[0]!.toISOString(), to: plan.paused[plan.paused.length - 1]!.toISOString() }, 'periods of a paused job recorded skipped (paused)');
+        }
         if (plan.missed.length > 0) {
           const n = await this.record(job, plan.missed, 'missed');
           out.missed += n;

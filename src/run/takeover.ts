@@ -7,7 +7,7 @@
  *    on no live node (removed), nothing more is owed.
  * 2. Due pending attempts (retries, takeovers, interrupted runs) of the jobs this node has are
  *    claimed by compare-and-set behind the same lock-then-row rule, and run. A pending attempt of a
- *    job no live node defines is ended `abandoned`.
+ *    job no live node defines is ended `abandoned`. Those of a paused job stay pending until `resume`.
  *
  * A job is "defined on a live node" when this node has it (enabled), or when a node declared it in
  * the jobs table within JOB_SEEN_TTL_MS (every node re-declares its enabled jobs every 10 s).
@@ -46,10 +46,15 @@ export class Takeover {
   async sweep(jobs: Map<string, Job>, options: SweepOptions = {}): Promise<Promise<PeriodResult>[]> {
     const started: Promise<PeriodResult>[] = [];
     if (options.takeover !== false) await this.takeOverStale(jobs);
-    for (const pending of await this.runs.duePending()) {
+    const due = await this.runs.duePending();
+    // Owed attempts of a paused job stay pending until `resume` (read only when something is due;
+    // the claim reads the pause again, for a pause that lands meanwhile).
+    const paused = due.some((p) => jobs.has(p.job)) ? await this.jobStore.paused() : new Map<string, unknown>();
+    for (const pending of due) {
       const job = jobs.get(pending.job);
-      if (job) started.push(this.runner.runPending(job, pending, { followOwed: options.followOwed }));
-      else await this.abandonIfUndefined(pending);
+      if (job) {
+        if (!paused.has(job.name)) started.push(this.runner.runPending(job, pending, { followOwed: options.followOwed }));
+      } else await this.abandonIfUndefined(pending);
     }
     return started;
   }

@@ -78,21 +78,30 @@ export class KnexJobStore implements JobStore {
   }
 
   async setPaused(name: string, paused: boolean, reason: string | null = null): Promise<PauseChange> {
-    return this.db.wrap(paused ? 'pause job' : 'resume job', async () => this.knex.transaction(async (trx) => {
+    // No transaction: each statement stands alone (the INSERT is idempotent, the UPDATE a
+    // compare-and-set that decides 'changed'). On SQLite a deferred transaction whose first write
+    // meets another process's commit fails with SQLITE_BUSY instead of waiting; single statements wait.
+    return this.db.wrap(paused ? 'pause job' : 'resume job', async () => {
       // A job the cluster has not run yet gets its row (anchor null: the first node to declare it sets it).
-      await this.db.dialect.insertMissing(trx, JOBS_TABLE, [{
+      await this.db.dialect.insertMissing(this.knex, JOBS_TABLE, [{
         name, first_seen_at: this.db.nowRaw(), seen_at: 0, reconciled_through: null,
       }], ['name']);
-      const changed = await trx(JOBS_TABLE).where({ name }).whereNot('paused', paused)
+      const changed = await this.knex(JOBS_TABLE).where({ name }).whereNot('paused', paused)
         .update(paused ? { paused: true, paused_reason: reason, paused_at: this.db.nowRaw() } : { paused: false, paused_reason: null, paused_at: null });
       // A second pause with a new reason keeps the first instant, and takes the new reason.
-      if (!changed && paused && reason !== null) await trx(JOBS_TABLE).where({ name }).update({ paused_reason: reason });
+      if (!changed && paused && reason !== null) await this.knex(JOBS_TABLE).where({ name, paused: true }).update({ paused_reason: reason });
       return changed > 0 ? 'changed' : 'unchanged';
-    }));
+    });
   }
 
   async paused(): Promise<Map<string, { reason: string | null; pausedAt: number }>> {
     const rows = await this.db.wrap('read paused jobs', () => this.knex(JOBS_TABLE).where('paused', true).select('name', 'paused_reason', 'paused_at'));
     return new Map((rows as Row[]).map((r) => [r.name, { reason: r.paused_reason, pausedAt: Number(r.paused_at ?? 0) }]));
+  }
+
+  async names(): Promise<string[]> {
+    const rows = await this.db.wrap('read job names', () => this.knex(JOBS_TABLE).select('name'));
+    // Sorted here, not by the database: collations differ between backends.
+    return (rows as Array<{ name: string }>).map((r) => r.name).sort();
   }
 }

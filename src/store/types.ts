@@ -242,6 +242,8 @@ export interface JobStore {
   setPaused(name: string, paused: boolean, reason?: string | null): Promise<PauseChange>;
   /** The paused jobs and why, in one statement (every node reads it on its sweep and claims). */
   paused(): Promise<Map<string, { reason: string | null; pausedAt: number }>>;
+  /** Every job name in the table (jobs any node declared, or that were paused by name), sorted. */
+  names(): Promise<string[]>;
 }
 
 export type NodeState = 'running' | 'stopping' | 'stopped';

@@ -1,7 +1,7 @@
 /**
  * JobStore conformance: the jobs table (`scheduler_jobs`) on every backend, on real servers (SQLite on
  * a temp file, MariaDB and PostgreSQL on a fresh database each): declare, get and advance, the store's
- * clock for seen_at, byte-wise names, and chunked statements.
+ * clock for seen_at, byte-wise names, chunked statements, and pause/resume (setPaused, paused, names).
  */
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -159,6 +159,61 @@ for (const backend of backends) {
       // Only the name asked for: not its case- or accent-folded twin.
       expect([...(await jobs.get([base.toLowerCase()])).keys()]).toEqual([base.toLowerCase()]);
       expect([...(await jobs.get([`${base}-é`])).keys()]).toEqual([`${base}-é`]);
+    });
+
+    it('setPaused pauses a job the table has not seen (its row created, store clock), paused() and get() show it; declare keeps it paused', async () => {
+      const a = `pause-new-${uid()}`;
+      const before = await db.now();
+      expect(await jobs.setPaused(a, true, 'ledger migration')).toBe('changed');
+      const after = await db.now();
+      const row = (await jobs.get([a])).get(a)!;
+      expect(row).toMatchObject({ name: a, paused: true, pausedReason: 'ledger migration', reconciledThrough: null });
+      expect(row.pausedAt).toBeGreaterThanOrEqual(before - 2);
+      expect(row.pausedAt).toBeLessThanOrEqual(after + 2);
+      expect((await jobs.paused()).get(a)).toEqual({ reason: 'ledger migration', pausedAt: row.pausedAt });
+      // A node declaring it later (with its anchor) neither resumes it nor loses the pause's reason.
+      const declared = (await jobs.declare([{ name: a, reconciledThrough: T0 }])).get(a)!;
+      expect(declared).toMatchObject({ paused: true, pausedReason: 'ledger migration', pausedAt: row.pausedAt });
+      await jobs.advance(new Map([[a, T0]]));
+      expect((await jobs.get([a])).get(a)).toMatchObject({ paused: true, reconciledThrough: T0 });
+      expect(await jobs.names()).toContain(a);
+    });
+
+    it('pausing again is unchanged: a new reason replaces the old, none keeps it, the instant stays; resume clears all three; only paused jobs are listed', async () => {
+      const a = `pause-again-${uid()}`;
+      const b = `pause-other-${uid()}`;
+      await jobs.declare([{ name: a, reconciledThrough: T0 }, { name: b, reconciledThrough: T0 }]);
+      expect((await jobs.get([a])).get(a)).toMatchObject({ paused: false, pausedReason: null, pausedAt: null });
+      expect(await jobs.setPaused(a, true)).toBe('changed');
+      const first = (await jobs.get([a])).get(a)!;
+      expect(first).toMatchObject({ paused: true, pausedReason: null });
+      await waitFor('the store clock to move on', async () => (await db.now()) > first.pausedAt! + 20, 5_000, 10);
+      expect(await jobs.setPaused(a, true, 'second reason')).toBe('unchanged');
+      expect(await jobs.setPaused(a, true, null)).toBe('unchanged');
+      expect((await jobs.get([a])).get(a)).toMatchObject({ paused: true, pausedReason: 'second reason', pausedAt: first.pausedAt });
+      const listed = await jobs.paused();
+      expect(listed.get(a)).toEqual({ reason: 'second reason', pausedAt: first.pausedAt });
+      expect(listed.has(b)).toBe(false);
+      expect(await jobs.setPaused(a, false)).toBe('changed');
+      expect((await jobs.get([a])).get(a)).toMatchObject({ paused: false, pausedReason: null, pausedAt: null, reconciledThrough: T0 });
+      expect((await jobs.paused()).has(a)).toBe(false);
+      expect(await jobs.setPaused(a, false)).toBe('unchanged');
+      expect(await jobs.setPaused(b, false)).toBe('unchanged');
+    });
+
+    it('two stores pausing the same job at once: one changes it, the other finds it paused; names() lists every job once, sorted', async () => {
+      const other = await Database.open(fresh.config);
+      try {
+        const a = `pause-race-${uid()}`;
+        const outcomes = await Promise.all([jobs.setPaused(a, true, 'one'), new KnexJobStore(other).setPaused(a, true, 'two')]);
+        expect([...outcomes].sort()).toEqual(['changed', 'unchanged']);
+        expect((await jobs.get([a])).get(a)!.paused).toBe(true);
+        const names = await jobs.names();
+        expect(names.filter((n) => n === a)).toHaveLength(1);
+        expect(names).toEqual([...names].sort());
+      } finally {
+        await other.close();
+      }
     });
 
     it('more than 200 jobs in one call (chunked): declare, get and advance each of them', async () => {

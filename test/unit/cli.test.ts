@@ -318,6 +318,36 @@ describe.concurrent('run-once argument checks (SQLite store in a temporary folde
   });
 });
 
+describe.concurrent('pause and resume with no daemon (SQLite store in a temporary folder)', () => {
+  it('a job known only from the jobs table (defined on other nodes) can be paused and resumed; other names exit 2 listing the known ones', async ({ expect }) => {
+    const store = sqliteStore();
+    const here = await cli(['pause', 'plain-mjs', '--reason', 'disk full', '--jobs', GOOD_JOBS], { SCHEDULER_STORE: store });
+    expect(here.code, show(here)).toBe(0);
+    expect(lines(here.stdout)).toEqual(["paused job 'plain-mjs' (reason: disk full): every node honours it within one tick (1 s); its periods are recorded skipped (paused) until 'resume plain-mjs'"]);
+    // This node's folder has no job at all: the table still knows plain-mjs.
+    const empty = jobsFolder({});
+    const unknown = await cli(['pause', 'plain-mj', '--jobs', empty], { SCHEDULER_STORE: store });
+    expect(unknown.code, show(unknown)).toBe(2);
+    expect(errorLines(unknown.stderr)).toEqual(["scheduler: unknown job 'plain-mj' (did you mean 'plain-mjs'?); known jobs: plain-mjs"]);
+    const resumed = await cli(['resume', 'plain-mjs', '--json', '--jobs', empty], { SCHEDULER_STORE: store });
+    expect(resumed.code, show(resumed)).toBe(0);
+    expect(JSON.parse(resumed.stdout)).toEqual({ job: 'plain-mjs', action: 'resume', changed: true, paused: false, reason: null, since: null });
+    const again = await cli(['resume', 'plain-mjs', '--jobs', empty], { SCHEDULER_STORE: store });
+    expect(lines(again.stdout)).toEqual(["job 'plain-mjs' was not paused: nothing changed"]);
+  });
+
+  it('a --reason of several lines or over 500 characters, and --force on a pass, exit 2 with one line', async ({ expect }) => {
+    for (const reason of ['two\nlines', 'x'.repeat(501)]) {
+      const r = await cli(['pause', 'plain-mjs', '--reason', reason, '--jobs', GOOD_JOBS], { SCHEDULER_STORE: sqliteStore() });
+      expect(r.code, show(r)).toBe(2);
+      expect(errorLines(r.stderr)).toEqual([expect.stringMatching(/^scheduler: invalid --reason \(\d+ characters.*\): expected one line of at most 500 characters/)]);
+    }
+    const pass = await cli(['run-once', '--force', '--jobs', GOOD_JOBS], { SCHEDULER_STORE: sqliteStore() });
+    expect(pass.code, show(pass)).toBe(2);
+    expect(errorLines(pass.stderr)).toEqual([expect.stringContaining('--force only applies to named jobs')]);
+  });
+});
+
 describe.concurrent('list', () => {
   it('list --json with a temporary SQLite store: one object per valid job with name, schedule, timezone and next ISO instants', async ({ expect }) => {
     const r = await cli(['list', '--json', '--jobs', GOOD_JOBS], { SCHEDULER_STORE: sqliteStore() });

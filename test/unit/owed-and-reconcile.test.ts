@@ -6,7 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import type { Job } from '../../src/jobs/types.js';
 import { MAX_RETRY_DELAY_MS, MAX_UNFINISHED, decideEnd, retryDelayMs } from '../../src/run/owed.js';
-import { MISSED_PER_SWEEP, RECENT_PER_SWEEP, periodsToCheck, planReconcile, rangesOf, type ReconcileWindow } from '../../src/run/reconcile.js';
+import { MISSED_PER_SWEEP, RECENT_PER_SWEEP, pausePlan, periodsToCheck, planReconcile, rangesOf, type ReconcileWindow } from '../../src/run/reconcile.js';
 import type { RunStatus } from '../../src/store/types.js';
 import { compileSchedule, periodsBetween } from '../../src/time/schedule.js';
 
@@ -255,5 +255,16 @@ describe('periodsToCheck / planReconcile: what a sweep records and runs, and the
     const { plan: q } = plan(j, win, [...rows, T - 10 * MINUTE]);
     expect(q.through).toBe(T + 3 * MINUTE);
     expect(q).toMatchObject({ run: [], coalesced: [] });
+  });
+
+  it('a paused job: nothing runs; what would run or be coalesced, and missed periods from the pause on, are recorded paused; older missed stay missed', () => {
+    const { plan: p } = plan(job({ coalesce: true }), w(T - 40 * MINUTE), [T - 15 * MINUTE]);
+    expect(iso(p.missed)).toEqual([35, 30, 25, 20].map((m) => at(T - m * MINUTE)));
+    expect(iso(p.coalesced)).toEqual([10, 5].map((m) => at(T - m * MINUTE)));
+    expect(iso(p.run)).toEqual([at(T)]);
+    const q = pausePlan(p, T - 27 * MINUTE);
+    expect(iso(q.missed)).toEqual([35, 30].map((m) => at(T - m * MINUTE)));
+    expect(iso(q.paused)).toEqual([25, 20, 10, 5, 0].map((m) => at(T - m * MINUTE)));
+    expect(q).toMatchObject({ run: [], coalesced: [], through: p.through });
   });
 });
