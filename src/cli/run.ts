@@ -16,6 +16,7 @@ import { RunLineObserver } from '../output/terminal.js';
 import { startupSummary } from '../output/summary.js';
 import { currentBody } from '../run/body-scope.js';
 import { attachAlerts } from '../alerts/index.js';
+import { LoggingObserver } from '../events/events.js';
 import { DaemonHttp } from '../http/daemon.js';
 import { readFileSync } from 'node:fs';
 
@@ -80,6 +81,8 @@ export function runCommand(program: Command): void {
         rt.events.add(new RunLineObserver(terminal, (job) => zones.get(job)));
       }
       if (jobs.length === 0) log.warn({ jobsDir: config.jobsDir }, 'no valid job to schedule');
+      // SCHEDULER_LOG_LEVEL=debug (or trace): every event as a line of its own, for tracing one period.
+      if (log.isLevelEnabled('debug')) rt.events.add(new LoggingObserver(log));
 
       // A job's stray callback must not take the whole node down with it.
       // The body's scope names the job when the callback that threw came from one (see body-scope.ts).

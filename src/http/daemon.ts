@@ -15,6 +15,7 @@ import { apiRoute } from './api.js';
 import { SchedulerMetrics } from './metrics.js';
 import { HttpServer, json, type Reply } from './server.js';
 import { StoreProbe, SummaryCache } from './summaries.js';
+import { createPageHandler } from './page/index.js';
 
 /** /healthz fails when the tick loop's pulse (the once-a-second sweep timer) is older than this. */
 export const PULSE_STALE_MS = 10_000;
@@ -43,7 +44,10 @@ export class DaemonHttp {
   private server: HttpServer | null = null;
   private parts: Attached | null = null;
 
-  constructor(private readonly config: Config, private readonly log: Logger, private readonly version: string, private readonly page?: PageHook) {}
+  /** The status page over the current reader (made again when a reload changes the jobs). */
+  private page: PageHook | null = null;
+
+  constructor(private readonly config: Config, private readonly log: Logger, private readonly version: string) {}
 
   /** The bound URL, or null (off, or the default address was in use). */
   get url(): string | null {
@@ -83,6 +87,8 @@ export class DaemonHttp {
     });
     const reader = readerOf(jobs, invalid);
     this.readerOf = readerOf;
+    this.pageOf = (r) => createPageHandler(r, { now: () => new Date(rt.clock.now()) });
+    this.page = this.pageOf(reader);
     if (this.server) {
       // Background reads only serve the server: none when it is off.
       probe.start();
@@ -92,12 +98,15 @@ export class DaemonHttp {
   }
 
   private readerOf: ((jobs: Job[], invalid: InvalidJobFile[]) => StatusReader) | null = null;
+  private pageOf: ((reader: StatusReader) => PageHook) | null = null;
 
   /** After a reload: the views and the per-job series follow the new set of jobs. */
   setJobs(jobs: Job[], invalid: InvalidJobFile[]): void {
     if (!this.parts || !this.readerOf) return;
     this.parts.metrics.setJobs(jobs.map((j) => j.name));
-    this.parts = { ...this.parts, reader: this.readerOf(jobs, invalid), jobs, invalid };
+    const reader = this.readerOf(jobs, invalid);
+    this.parts = { ...this.parts, reader, jobs, invalid };
+    this.page = this.pageOf?.(reader) ?? null;
   }
 
   async close(): Promise<void> {
@@ -132,15 +141,9 @@ export class DaemonHttp {
   }
 
   private async pageRoute(url: URL): Promise<Reply | null> {
-    if (this.page) {
-      const r = await this.page(url);
-      if (r) return { status: r.status, body: r.html, contentType: 'text/html; charset=utf-8' };
-    }
-    if (url.pathname !== '/') return null;
-    const links = ['/healthz', '/readyz', '/metrics', '/api/summary', '/api/jobs', '/api/runs', '/api/nodes'];
-    return {
-      status: 200, contentType: 'text/html; charset=utf-8',
-      body: `<!doctype html><meta charset="utf-8"><title>cluster-cron ${this.config.nodeId.replace(/[<>&"]/g, '')}</title><h1>cluster-cron</h1><ul>${links.map((l) => `<li><a href="${l}">${l}</a></li>`).join('')}</ul>\n`,
-    };
+    // Before the runtime is attached there is nothing to show: 503, as /readyz says.
+    if (!this.page) return url.pathname === '/' || url.pathname.startsWith('/jobs/') ? json(503, { error: 'starting' }) : null;
+    const r = await this.page(url);
+    return r ? { status: r.status, body: r.html, contentType: 'text/html; charset=utf-8' } : null;
   }
 }

@@ -1,0 +1,71 @@
+/**
+ * The status page of a real daemon (`bin/scheduler run`, SQLite, its HTTP server on a free port) in
+ * headless Chromium: the page a user opens, over rows the daemon's own runs wrote. It loads without
+ * console errors or failed requests, the failing filter shows the failing job only, a paused job is
+ * marked, and a click on a job leads to its attempts. Screenshots go to test-artifacts/.
+ */
+import { statSync } from 'node:fs';
+import type { Browser } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runCli } from '../helpers/cli.js';
+import { jobSource } from '../helpers/job-sources.js';
+import { clickFilter, jobNames, launchChromium, openJob, screenshot, tableRows, visit } from '../helpers/browser.js';
+import { waitFor } from '../helpers/redis.js';
+import { singleNode } from '../helpers/single-node.js';
+
+const node = singleNode('cron-page-', 'page-node');
+let browser: Browser;
+
+beforeAll(async () => {
+  browser = await launchChromium();
+});
+
+afterAll(async () => {
+  await browser?.close();
+});
+
+describe('status page of a real daemon, in Chromium', () => {
+  it('shows the runs the daemon recorded: failing filter, the paused job, a click through to a job page', async () => {
+    const ws = node.workspace();
+    ws.writeJob('steady.mjs', jobSource(`schedule: '* * * * * *',`));
+    ws.writeJob('broken.mjs', jobSource(`schedule: '* * * * * *',`, `throw new Error('upstream <b>refused</b>');`));
+    ws.writeJob('yearly.mjs', jobSource(`schedule: '@yearly', timezone: 'Asia/Shanghai',`));
+    ws.writeJob('held.mjs', jobSource(`schedule: '* * * * * *',`));
+    const paused = await runCli(['pause', 'held', '--reason', 'db upgrade'], { cwd: ws.dir, env: node.envOf(ws) });
+    expect(paused.code, paused.stderr).toBe(0);
+
+    const d = node.start(ws, { SCHEDULER_HTTP: '127.0.0.1:0' });
+    const base = await waitFor('http server listening', () => d.logs().find((l) => l.msg === 'http server listening')?.url as string | undefined, 60_000);
+    // Runs of both kinds recorded, and the summaries cache (refreshed every 5 s) has read them.
+    await waitFor('a success and a failure on /api/jobs', async () => {
+      const { jobs } = (await (await fetch(`${base}/api/jobs`)).json()) as { jobs: Array<{ name: string; last: { status: string } | null }> };
+      const status = new Map(jobs.map((j) => [j.name, j.last?.status]));
+      return status.get('steady') === 'succeeded' && status.get('broken') === 'failed';
+    }, 60_000, 500);
+
+    const { page, problems, close } = await visit(browser, base, '/');
+    expect(await jobNames(page)).toEqual(['broken', 'held', 'steady', 'yearly']);
+    expect(await page.locator('tr[data-job="held"]').textContent()).toContain('db upgrade');
+    expect(statSync(await screenshot(page, 'daemon-status-page')).size).toBeGreaterThan(1000);
+
+    await clickFilter(page, 'failing');
+    expect(await jobNames(page)).toEqual(['broken']);
+    expect(await page.locator('tr[data-job="broken"] .error').textContent()).toContain('upstream <b>refused</b>');
+    await clickFilter(page, 'paused');
+    expect(await jobNames(page)).toEqual(['held']);
+    await clickFilter(page, 'never');
+    expect(await jobNames(page)).toEqual(['yearly']);
+
+    await Promise.all([page.waitForURL((url) => url.search === '', { timeout: 60_000 }), page.click('nav.filters a[data-filter="all"]')]);
+    await openJob(page, 'steady');
+    expect(await page.locator('h1').textContent()).toBe('steady');
+    const runs = await tableRows(page, 'runs');
+    expect(runs.length).toBeGreaterThan(0);
+    expect(runs[0]!.join(' | ')).toMatch(/succeeded/);
+    expect(await tableRows(page, 'periods')).toHaveLength(10);
+    expect(statSync(await screenshot(page, 'daemon-job-page')).size).toBeGreaterThan(1000);
+    expect(problems).toEqual([]);
+    await close();
+    expect(await d.stop('SIGTERM')).toBe(0);
+  });
+});
