@@ -81,11 +81,16 @@ export class SchedulerMetrics implements SchedulerObserver {
     this.missed.inc({ job }, 0);
   }
 
+  /** Jobs a reload removed: a late event of theirs (a run in flight at the reload) must not bring their series back. */
+  private readonly removed = new Set<string>();
+
   /** After a reload: series at 0 for the added jobs; the removed jobs' series go. */
   setJobs(names: string[]): void {
     const after = new Set(names);
+    for (const job of names) this.removed.delete(job);
     for (const job of this.state.jobs) {
       if (after.has(job)) continue;
+      this.removed.add(job);
       for (const status of FINAL_STATUSES) this.runs.remove({ job, status });
       this.duration.remove({ job });
       this.missed.remove({ job });
@@ -104,11 +109,14 @@ export class SchedulerMetrics implements SchedulerObserver {
         if (event.trigger === 'schedule') this.fireDelay.observe(Math.max(0, event.delayMs) / 1000);
         break;
       case 'run-finished':
-        this.runs.inc({ job: event.job, status: event.status });
-        this.duration.observe({ job: event.job }, Math.max(0, event.durationMs) / 1000);
+        if (!this.removed.has(event.job)) {
+          this.runs.inc({ job: event.job, status: event.status });
+          this.duration.observe({ job: event.job }, Math.max(0, event.durationMs) / 1000);
+        }
         this.onRunEnded();
         break;
       case 'skipped':
+        if (this.removed.has(event.job)) break;
         this.runs.inc({ job: event.job, status: 'skipped' }, event.count);
         if (event.reason === 'missed') this.missed.inc({ job: event.job }, event.count);
         break;

@@ -20,6 +20,13 @@ module.exports = { schedule: '* * * * * *', catchUp: '5s', run(ctx) {
   appendFileSync(process.env.SIDE_EFFECTS, JSON.stringify({ event: '${event}', job: ctx.job, periodKey: ctx.periodKey, scheduledAt: ctx.scheduledAt.toISOString(), at: Date.now() }) + '\\n');
 } };
 `;
+/** What the daemon's HTTP server shows of the jobs: /api/jobs' names and the jobs of /metrics' scheduler_runs_total. */
+async function views(d: Daemon): Promise<{ api: string[]; metrics: string }> {
+  const url = await waitFor('http server listening', () => d.logs().find((l) => l.msg === 'http server listening')?.url as string | undefined, 60_000);
+  const api = (await (await fetch(`${url}/api/jobs`)).json()) as { jobs: Array<{ name: string }> };
+  return { api: api.jobs.map((j) => j.name), metrics: await (await fetch(`${url}/metrics`)).text() };
+}
+const runsSeries = (metrics: string, job: string) => metrics.split('\n').filter((l) => l.startsWith(`scheduler_runs_total{job="${job}",`));
 const logLines = (d: Daemon, pattern: RegExp) => d.logs().filter((l) => typeof l.msg === 'string' && pattern.test(l.msg));
 
 /** Sends SIGHUP and waits for the reload's summary (the n-th 'reload done' line) or its refusal. */
@@ -40,7 +47,7 @@ describe('reload on SIGHUP', () => {
     ws.writeJob('gone.mjs', jobSource(`schedule: '* * * * * *', catchUp: '5s',`));
     ws.writeJob('in-worker.mjs', jobSource(`schedule: '* * * * * *', catchUp: '5s', isolation: 'worker',`, `record(ctx, 'v1');`));
     ws.writeJob('legacy.js', commonJsJob('v1'));
-    const d = start(ws, { SCHEDULER_STORE: '', SCHEDULER_CONFIG: configFile });
+    const d = start(ws, { SCHEDULER_STORE: '', SCHEDULER_CONFIG: configFile, SCHEDULER_HTTP: '127.0.0.1:0' });
     await waitForLog(d, 'the daemon to schedule', 'scheduler started');
     const [inFlight] = await waitFor('the long run to start', () => {
       const s = effects(ws, 'long');
@@ -48,6 +55,10 @@ describe('reload on SIGHUP', () => {
     }, 30_000);
     await waitFor('the worker job to run', () => effects(ws, 'in-worker', 'v1').length > 0, 30_000);
     await waitFor('the CommonJS job to run', () => effects(ws, 'legacy', 'v1').length > 0, 30_000);
+    const before = await views(d);
+    expect(before.api).toContain('gone');
+    expect(before.api).not.toContain('added');
+    expect(runsSeries(before.metrics, 'gone')).not.toEqual([]);
 
     // The edits of one reload: a changed .mjs (code), a new file, a removed one, one broken on purpose,
     // a new invalid file, and the worker job's code.
@@ -63,6 +74,13 @@ describe('reload on SIGHUP', () => {
     const done = await reload(d, /^reload done/, 1);
     const doneAt = Date.parse(String(done.time));
     expect(done).toMatchObject({ added: 1, removed: 1, changed: 3, kept: 1, invalidFiles: 2 });
+    // The views follow: the added job listed with its series (at 0 or more), the removed one gone from both.
+    const after = await views(d);
+    expect(after.api).toContain('added');
+    expect(after.api).not.toContain('gone');
+    expect(after.metrics).toMatch(/^scheduler_runs_total\{job="added",status="succeeded"\} \d+$/m);
+    expect(runsSeries(after.metrics, 'gone')).toEqual([]);
+    expect(after.metrics).not.toContain('job="gone"');
 
     // One line per added, removed and changed job, naming it.
     expect(logLines(d, /^job added: /).map((l) => l.job)).toEqual(['added']);
@@ -93,6 +111,8 @@ describe('reload on SIGHUP', () => {
     expect(effects(ws, 'legacy', 'v1').filter((e) => Date.parse(e.scheduledAt) > doneAt + 1000)).toEqual([]);
     // The removed job: no period after the reload.
     expect(effects(ws, 'gone').filter((e) => Date.parse(e.scheduledAt) > doneAt + 1000)).toEqual([]);
+    // Nor a series brought back by a late event of it.
+    expect((await views(d)).metrics).not.toContain('job="gone"');
 
     // A changed store in the config file: refused with one line (password redacted), nothing reloaded.
     writeFileSync(configFile, JSON.stringify({ store: 'postgres://cron:s3cret-Pa55@127.0.0.1:5432/elsewhere' }));
