@@ -34,8 +34,9 @@ COPY bin ./bin
 # /var/lib/cluster-cron holds the SQLite file of the embedded default; a cluster uses SCHEDULER_STORE.
 VOLUME ["/var/lib/cluster-cron"]
 USER 10001:10001
-# The planned HTTP server (health, readiness, metrics) when SCHEDULER_HTTP=0.0.0.0:9464.
+# The HTTP server (probes, metrics, status page) when SCHEDULER_HTTP=0.0.0.0:9464.
 EXPOSE 9464
-# No HEALTHCHECK: the HTTP server it would call is not built yet, and Kubernetes uses its own probes.
+# No HEALTHCHECK: the server listens on loopback unless SCHEDULER_HTTP says otherwise, and Kubernetes
+# uses its own probes (deploy/kubernetes).
 ENTRYPOINT ["node", "bin/scheduler"]
 CMD ["run"]

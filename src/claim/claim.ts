@@ -87,9 +87,14 @@ export class Claimer {
   /** The job's pause, or null when it is not paused (or the claim ignores pauses). */
   private pauseOf(job: string, ignore = false): Promise<{ reason: string | null } | null> {
     if (!this.pauses || ignore) return NOT_PAUSED;
+    // A read that fails must not fail the claim: it goes out beside the INSERT, which may have won
+    // the row already, and a won row with no one running it would wait for its lease to run out.
     return this.pauses.get([job]).then((rows) => {
       const row = rows.get(job);
       return row?.paused ? { reason: row.pausedReason } : null;
+    }, (err: unknown) => {
+      this.log.warn({ job, err: { message: errorMessage(err) } }, 'pause state not read: claiming as not paused');
+      return null;
     });
   }
 

@@ -64,7 +64,7 @@ export function runCommand(program: Command): void {
       for (const f of invalid) for (const p of f.problems) log.error({ file: f.file }, p);
       // Bound before the store is opened: a configured address in use is exit 2 before any claim.
       const http = new DaemonHttp(config, log, VERSION);
-      await http.bind();
+      const listening = await http.bind();
       const rt = await openRuntime(config, log);
       // Before any claim: another live process holding this node id refuses the start (exit 2).
       const owner = await registerNode(rt.nodeStore, config.nodeId, rt.clock.reading().offsetMs, log).catch(async (err: unknown) => {
@@ -77,7 +77,7 @@ export function runCommand(program: Command): void {
       const terminal = terminalOf(log);
       const zones = new Map(jobs.map((j) => [j.name, j.timezone]));
       if (terminal) {
-        terminal.lines(startupSummary(config, { jobs: jobs.length, invalidFiles: invalid.length }));
+        terminal.lines(startupSummary(config, { jobs: jobs.length, invalidFiles: invalid.length, listening }));
         rt.events.add(new RunLineObserver(terminal, (job) => zones.get(job)));
       }
       if (jobs.length === 0) log.warn({ jobsDir: config.jobsDir }, 'no valid job to schedule');

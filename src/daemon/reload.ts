@@ -2,7 +2,7 @@
  * Reload on SIGHUP: the configuration (defaults < config file < environment < flags; only the file
  * can have changed) and the jobs folder, loaded again and applied without dropping in-flight runs.
  *
- * - A setting that a running process cannot change (store, redis, redisPrefix, nodeId, http) refuses
+ * - A setting that a running process cannot change (store, redis, redisPrefix, nodeId, http, and the tokens and webhook it started with) refuses
  *   the whole reload with one line, jobs included: the daemon stays exactly as it was, rather than in
  *   a state that no version of the file describes. A config file that is now invalid, or a jobs
  *   folder that cannot be read, likewise.
@@ -21,6 +21,7 @@ import { errorMessage } from '../errors.js';
 import { contentHash, createJobImporter, importedVersion, type JobImporter } from '../jobs/importer.js';
 import { loadJobs, type LoadedJobs } from '../jobs/load.js';
 import type { InvalidJobFile, Job } from '../jobs/types.js';
+import { redactWebhookUrl } from '../alerts/webhook.js';
 import type { Logger } from '../log.js';
 import { formatDuration } from '../time/duration.js';
 
@@ -40,13 +41,19 @@ export interface ReloaderOptions {
   applied?: (change: { config: Config; previous: Config; jobs: Job[]; invalid: InvalidJobFile[]; jobsChanged: boolean }) => Promise<void> | void;
 }
 
-/** Settings a running process cannot take up: they name what it is connected to or listens on. */
-const FIXED: Array<{ name: string; shown: (c: Config) => string }> = [
-  { name: 'store', shown: (c) => redactUrl(c.store.url) },
-  { name: 'redis', shown: (c) => (c.redis.length === 0 ? '(none)' : c.redis.map(redactUrl).join(',')) },
-  { name: 'redisPrefix', shown: (c) => JSON.stringify(c.redisPrefix) },
-  { name: 'nodeId', shown: (c) => c.nodeId },
-  { name: 'http', shown: (c) => (c.http === 'off' ? 'off' : `${c.http.host}:${c.http.port}`) },
+/**
+ * Settings a running process cannot take up: they name what it is connected to or listens on, or
+ * the secrets it was started with. Compared raw (a changed password is a change), shown redacted.
+ */
+const FIXED: Array<{ name: string; value: (c: Config) => unknown; shown: (c: Config) => string }> = [
+  { name: 'store', value: (c) => c.store.url, shown: (c) => redactUrl(c.store.url) },
+  { name: 'redis', value: (c) => c.redis.join(','), shown: (c) => (c.redis.length === 0 ? '(none)' : c.redis.map(redactUrl).join(',')) },
+  { name: 'redisPrefix', value: (c) => c.redisPrefix, shown: (c) => JSON.stringify(c.redisPrefix) },
+  { name: 'nodeId', value: (c) => c.nodeId, shown: (c) => c.nodeId },
+  { name: 'http', value: (c) => (c.http === 'off' ? 'off' : `${c.http.host}:${c.http.port}`), shown: (c) => (c.http === 'off' ? 'off' : `${c.http.host}:${c.http.port}`) },
+  { name: 'httpToken', value: (c) => c.httpToken, shown: (c) => (c.httpToken ? '***' : '(none)') },
+  { name: 'alertWebhook', value: (c) => c.alertWebhook, shown: (c) => (c.alertWebhook ? redactWebhookUrl(c.alertWebhook) : '(none)') },
+  { name: 'alertToken', value: (c) => c.alertToken, shown: (c) => (c.alertToken ? '***' : '(none)') },
 ];
 
 /** Settings applied by the reload itself (directly, or through the jobs loaded with them). */
@@ -199,7 +206,7 @@ export class Reloader {
       return;
     }
     const previous = this.current;
-    const fixed = FIXED.filter((s) => s.shown(previous) !== s.shown(config));
+    const fixed = FIXED.filter((s) => s.value(previous) !== s.value(config));
     if (fixed.length > 0) {
       const what = fixed.map((s) => `${s.name} changed (${s.shown(previous)} → ${s.shown(config)})`).join(', ');
       log.error({ settings: fixed.map((s) => s.name) }, `reload refused: ${what}; restart the daemon to apply it; nothing was reloaded, jobs included`);

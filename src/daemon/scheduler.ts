@@ -161,6 +161,8 @@ export class Scheduler {
       if (before && before.job.schedule.expression === job.schedule.expression && before.job.schedule.timezone === job.schedule.timezone) {
         return { ...before, job };
       }
+      // A new schedule starts from now: none of its periods before the reload is owed.
+      if (before) reconciler.restartAt(job.name, now);
       const next = nextPeriodAfter(job.schedule, now);
       return { job, cursor: now, next, afterNext: next ? nextPeriodAfter(job.schedule, next) : null };
     });

@@ -69,7 +69,8 @@ export class DaemonHttp {
 
   attach(o: AttachOptions): void {
     const { rt, scheduler, jobs, invalid } = o;
-    const probe = new StoreProbe(() => rt.db.clockSample(1000));
+    // On the main pool, not the lease keepers' (two connections that heartbeats must always find free).
+    const probe = new StoreProbe(() => rt.db.withTimeout(1000, () => rt.db.now()));
     const cache = new SummaryCache({ store: rt.store, jobStore: rt.jobStore, log: this.log, now: () => rt.clock.now() });
     const snapshot = () => scheduler.snapshot();
     const storeUp = () => snapshot().store === 'ok' && probe.answers();

@@ -50,6 +50,7 @@ export class HttpServer {
   private server: Server | undefined;
   /** The address actually bound (the real port for `host:0`); null while off. */
   url: string | null = null;
+  private readonly storeReads = new Semaphore(2);
 
   constructor(private readonly options: HttpServerOptions) {}
 
@@ -59,7 +60,14 @@ export class HttpServer {
    */
   async start(): Promise<string | null> {
     const { host, port, origin, log } = this.options;
-    const server = createServer((req, res) => void this.handle(req, res));
+    const server = createServer((req, res) => {
+      this.handle(req, res).catch((err: unknown) => {
+        // Nothing a request does may reach the process's unhandled rejections (or, while the daemon starts, kill it).
+        this.options.log.warn({ err: { message: errorMessage(err) } }, 'http request failed');
+        if (!res.headersSent) res.writeHead(500, { 'content-type': 'application/json' });
+        res.end();
+      });
+    });
     // Keep-alive connections must not hold a stopping process.
     server.keepAliveTimeout = 5000;
     try {
@@ -109,13 +117,20 @@ export class HttpServer {
   }
 
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    let reply: Reply;
-    const url = new URL(req.url ?? '/', 'http://localhost');
+    let reply: Reply = json(400, { error: 'bad request target' });
+    let url: URL | null = null;
     try {
-      reply = await this.route(req, url);
-    } catch (err) {
-      this.options.log.warn({ path: url.pathname, err: { message: errorMessage(err) } }, 'http request failed');
-      reply = json(500, { error: 'internal error', path: url.pathname });
+      url = new URL(req.url ?? '/', 'http://localhost');
+    } catch {
+      // Not a URL (e.g. `GET //[`): the 400 above.
+    }
+    if (url) {
+      try {
+        reply = await this.route(req, url);
+      } catch (err) {
+        this.options.log.warn({ path: url.pathname, err: { message: errorMessage(err) } }, 'http request failed');
+        reply = json(500, { error: 'internal error', path: url.pathname });
+      }
     }
     res.writeHead(reply.status, {
       'content-type': reply.contentType,
@@ -139,10 +154,36 @@ export class HttpServer {
     if (token && !authorised(req.headers.authorization, token)) {
       return json(401, { error: 'unauthorised: send Authorization: Bearer <SCHEDULER_HTTP_TOKEN>' }, { 'www-authenticate': 'Bearer' });
     }
-    for (const route of this.options.guarded) {
-      const r = await route(url);
-      if (r) return r;
+    // The page and /api read the store on the main pool, which claims use too: two requests at a
+    // time, the others wait their turn, so that a dashboard reloaded in a loop cannot delay a claim.
+    await this.storeReads.acquire();
+    try {
+      for (const route of this.options.guarded) {
+        const r = await route(url);
+        if (r) return r;
+      }
+    } finally {
+      this.storeReads.release();
     }
     return json(404, { error: 'not found', path: url.pathname });
+  }
+}
+
+/** At most `limit` holders at once; the others wait in line. */
+class Semaphore {
+  private held = 0;
+  private readonly waiting: Array<() => void> = [];
+  constructor(private readonly limit: number) {}
+  acquire(): Promise<void> {
+    if (this.held < this.limit) {
+      this.held += 1;
+      return Promise.resolve();
+    }
+    return new Promise((resolve) => this.waiting.push(resolve));
+  }
+  release(): void {
+    const next = this.waiting.shift();
+    if (next) next();
+    else this.held -= 1;
   }
 }

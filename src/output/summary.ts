@@ -26,6 +26,8 @@ export function statusPageUrl(http: Config['http']): string {
 export interface SummaryFacts {
   jobs: number;
   invalidFiles: number;
+  /** Where the HTTP server listens (the real port for `host:0`); null: not listening. Default: as configured. */
+  listening?: string | null;
 }
 
 export function startupSummary(config: Config, facts: SummaryFacts): string[] {
@@ -36,6 +38,6 @@ export function startupSummary(config: Config, facts: SummaryFacts): string[] {
     `store:       ${storeWhere(config.store)}`,
     `redis:       ${redis}`,
     `jobs:        ${facts.jobs} job${facts.jobs === 1 ? '' : 's'} in ${config.jobsDir}${invalid}`,
-    `status page: ${statusPageUrl(config.http)}`,
+    `status page: ${facts.listening === undefined ? statusPageUrl(config.http) : facts.listening === null ? (config.http === 'off' ? 'off' : 'off (its address is in use: see the warning above)') : `${facts.listening.replace(/\/?$/, '/')}`}`,
   ];
 }

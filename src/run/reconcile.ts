@@ -221,6 +221,14 @@ export class Reconciler {
   }
 
   /**
+   * A job whose schedule changed (a reload): its anchor moves to `now`, so that the new schedule's
+   * periods before the reload (in the reconcile margin behind now) are not run as catch-up.
+   */
+  restartAt(name: string, now: Date): void {
+    if (this.through.has(name)) this.setThrough(name, now.getTime());
+  }
+
+  /**
    * One sweep over `jobs` (declared before): records what is missed or coalesced, starts the runs of
    * periods owed (in the background: their promises are returned), and moves the anchors.
    */
@@ -288,6 +296,8 @@ export class Reconciler {
     const latestDue = latestPeriodAtOrBefore(job.schedule, new Date(upTo))?.getTime();
     try {
       for (const p of periods) {
+        // Removed by a reload meanwhile: no more of its periods.
+        if (!this.through.has(job.name)) break;
         const trigger = p.getTime() === latestDue && options.latestTrigger ? options.latestTrigger : 'catch-up';
         const r = await this.runner.runPeriod(job, p, trigger, { followOwed: options.followOwed });
         results.push(r);
@@ -307,10 +317,10 @@ export class Reconciler {
     return n;
   }
 
+  /** Moves a known anchor forward; a job forgotten meanwhile (a reload removed it during a sweep) stays forgotten. */
   private setThrough(job: string, through: number): void {
-    if (through > (this.through.get(job) ?? -Infinity)) {
-      this.through.set(job, through);
-    }
+    const known = this.through.get(job);
+    if (known !== undefined && through > known) this.through.set(job, through);
   }
 
   /**

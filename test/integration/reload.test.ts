@@ -47,6 +47,7 @@ describe('reload on SIGHUP', () => {
     ws.writeJob('gone.mjs', jobSource(`schedule: '* * * * * *', catchUp: '5s',`));
     ws.writeJob('in-worker.mjs', jobSource(`schedule: '* * * * * *', catchUp: '5s', isolation: 'worker',`, `record(ctx, 'v1');`));
     ws.writeJob('legacy.js', commonJsJob('v1'));
+    ws.writeJob('rescheduled.mjs', jobSource(`schedule: '@yearly', catchUp: '5s',`));
     const d = start(ws, { SCHEDULER_STORE: '', SCHEDULER_CONFIG: configFile, SCHEDULER_HTTP: '127.0.0.1:0' });
     await waitForLog(d, 'the daemon to schedule', 'scheduler started');
     const [inFlight] = await waitFor('the long run to start', () => {
@@ -69,11 +70,14 @@ describe('reload on SIGHUP', () => {
     ws.writeJob('new-bad.mjs', `export default { schedule: '61 * * * *', run() {} };\n`);
     ws.writeJob('in-worker.mjs', jobSource(`schedule: '* * * * * *', catchUp: '5s', isolation: 'worker',`, `record(ctx, 'v2');`));
     ws.writeJob('legacy.js', commonJsJob('v2'));
+    // A schedule changed: from the reload on, none of the new schedule's earlier periods is owed.
+    ws.writeJob('rescheduled.mjs', jobSource(`schedule: '* * * * * *', catchUp: '5s',`));
     // And settings: one that applies live, one that waits for the next restart.
     writeFileSync(configFile, JSON.stringify({ store: ws.sqliteStore(), gracePeriod: '5s', maxResultSize: '2MB' }));
+    const hupAt = Date.now();
     const done = await reload(d, /^reload done/, 1);
     const doneAt = Date.parse(String(done.time));
-    expect(done).toMatchObject({ added: 1, removed: 1, changed: 3, kept: 1, invalidFiles: 2 });
+    expect(done).toMatchObject({ added: 1, removed: 1, changed: 4, kept: 1, invalidFiles: 2 });
     // The views follow: the added job listed with its series (at 0 or more), the removed one gone from both.
     const after = await views(d);
     expect(after.api).toContain('added');
@@ -85,7 +89,7 @@ describe('reload on SIGHUP', () => {
     // One line per added, removed and changed job, naming it.
     expect(logLines(d, /^job added: /).map((l) => l.job)).toEqual(['added']);
     expect(logLines(d, /^job removed: /).map((l) => l.job)).toEqual(['gone']);
-    expect(logLines(d, /^job changed: /).map((l) => [l.job, l.msg])).toEqual([['in-worker', 'job changed: in-worker: code'], ['legacy', 'job changed: legacy: code'], ['long', 'job changed: long: code']]);
+    expect(logLines(d, /^job changed: /).map((l) => [l.job, l.msg])).toEqual([['in-worker', 'job changed: in-worker: code'], ['legacy', 'job changed: legacy: code'], ['long', 'job changed: long: code'], ['rescheduled', expect.stringMatching(/^job changed: rescheduled: schedule @yearly → \* \* \* \* \* \*/)]]);
     // The broken file: one error line naming it and its problem; its job keeps its previous definition.
     const errors = d.logs().filter((l) => l.level === 'error');
     const steadyLines = errors.filter((l) => String(l.msg).includes('steady.mjs'));
@@ -101,6 +105,8 @@ describe('reload on SIGHUP', () => {
     await waitFor('steady to run after the reload', () => effects(ws, 'steady').some((e) => Date.parse(e.scheduledAt) > doneAt + 1000), 30_000);
     await waitFor('the worker job to run its new code', () => effects(ws, 'in-worker', 'v2').length > 0, 30_000);
     await waitFor('the CommonJS job to run its new code', () => effects(ws, 'legacy', 'v2').length > 0, 30_000);
+    await waitFor('the rescheduled job to run twice', () => effects(ws, 'rescheduled').length >= 2, 30_000);
+    expect(effects(ws, 'rescheduled').filter((e) => Date.parse(e.scheduledAt) <= hupAt)).toEqual([]);
     const finished = effects(ws, 'long', 'finished');
     expect(finished.map((e) => e.periodKey)).toEqual([inFlight!.periodKey]);
     expect(effects(ws, 'long').filter((e) => e.periodKey === inFlight!.periodKey)).toHaveLength(1);

@@ -132,3 +132,31 @@ describe('Reloader', () => {
     expect(s.log.level).toBe('warn');
   });
 });
+
+describe('Reloader: secrets it started with', () => {
+  it('a changed HTTP token, webhook or store password refuses the reload with one line, the secrets redacted', async () => {
+    const s = setup({ 'a.mjs': job('* * * * *') });
+    const base = { jobsDir: s.jobsDir, store: 'postgres://cron:old-pass-1@127.0.0.1:5432/db', httpToken: 'old-token-1', alertWebhook: 'https://hooks.example.com/old-path-1' };
+    const write = (over: Record<string, string>) => writeFileSync(join(s.dir, 'scheduler.json'), JSON.stringify({ ...base, ...over }));
+    write({});
+    const initial = await loadJobs(s.jobsDir, 'UTC', s.dir);
+    const replaced: Job[][] = [];
+    const reloader = new Reloader({
+      config: s.config(), jobs: initial.jobs, log: s.log, loadConfig: s.config,
+      loadJobs: (c) => loadJobs(c.jobsDir, c.timezone, s.dir),
+      replaceJobs: async (jobs) => { replaced.push(jobs); },
+    });
+    for (const [over, setting] of [[{ httpToken: 'new-token-2' }, 'httpToken'], [{ alertWebhook: 'https://hooks.example.com/new-path-2' }, 'alertWebhook'], [{ store: 'postgres://cron:new-pass-2@127.0.0.1:5432/db' }, 'store']] as const) {
+      write(over);
+      s.lines.length = 0;
+      reloader.request();
+      await reloader.idle();
+      const refused = s.lines.filter((l) => String(l.msg).startsWith('reload refused'));
+      expect(refused, JSON.stringify(s.lines)).toHaveLength(1);
+      expect(String(refused[0]!.msg)).toContain(`${setting} changed`);
+      expect(JSON.stringify(s.lines)).not.toMatch(/old-token-1|new-token-2|old-path-1|new-path-2|old-pass-1|new-pass-2/);
+      write({});
+    }
+    expect(replaced).toEqual([]);
+  });
+});

@@ -52,8 +52,11 @@ describe('start-up summary', () => {
     expect(lines.join('\n')).not.toMatch(/s3cret|pw|cron:/);
     expect(storeWhere(config({ store: 'postgres://postgres@127.0.0.1:5432/cron' }).store)).toBe('PostgreSQL 127.0.0.1:5432/cron');
     expect(startupSummary(config({ store: 'sqlite:/var/lib/cron/s.db' }), { jobs: 1, invalidFiles: 0 }).slice(1)).toEqual([
-      'store:       SQLite /var/lib/cron/s.db', 'redis:       none (claims rest on the run row)', 'jobs:        1 job in /srv/jobs', 'status page: off',
+      'store:       SQLite /var/lib/cron/s.db', 'redis:       none (claims rest on the run row)', 'jobs:        1 job in /srv/jobs', 'status page: http://127.0.0.1:9464/',
     ]);
+    expect(startupSummary(config({ http: 'off' }), { jobs: 1, invalidFiles: 0 }).at(-1)).toBe('status page: off');
+    expect(startupSummary(config({}), { jobs: 1, invalidFiles: 0, listening: 'http://127.0.0.1:40123' }).at(-1)).toBe('status page: http://127.0.0.1:40123/');
+    expect(startupSummary(config({}), { jobs: 1, invalidFiles: 0, listening: null }).at(-1)).toBe('status page: off (its address is in use: see the warning above)');
   });
 });
 
