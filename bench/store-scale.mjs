@@ -478,7 +478,9 @@ function startNode({ url, jobsDir, cwd, nodeId, logFile }) {
   const proc = spawn(process.execPath, [SCHEDULER_BIN, 'run'], {
     cwd,
     env: {
-      ...process.env, SCHEDULER_STORE: url, SCHEDULER_JOBS_DIR: jobsDir, SCHEDULER_NODE_ID: nodeId, SCHEDULER_HTTP: 'off',
+      ...process.env, SCHEDULER_STORE: url, SCHEDULER_JOBS_DIR: jobsDir, SCHEDULER_NODE_ID: nodeId,
+      // As deployed: each node's HTTP server on (its readiness probe and summaries cache read the store); BENCH_HTTP=off without.
+      SCHEDULER_HTTP: process.env.BENCH_HTTP ?? '127.0.0.1:0',
       SCHEDULER_LOG_FORMAT: 'json', SCHEDULER_LOG_LEVEL: 'info', SCHEDULER_REDIS: '',
     },
     stdio: ['ignore', 'pipe', 'pipe'],
