@@ -5,52 +5,20 @@
  * claimer, a claim that ran out claimed again, pruning.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { StoreConfig } from '../../src/config/config.js';
 import { AlertOutbox } from '../../src/alerts/outbox.js';
 import { Database } from '../../src/store/database.js';
-import { createMariaDb, createPostgresDb } from '../helpers/databases.js';
+import { storeBackends, type StoreBackend } from '../helpers/databases.js';
 import { waitFor } from '../helpers/redis.js';
 
-interface Backend {
-  name: string;
-  fresh(): Promise<{ config: StoreConfig; drop(): Promise<void> }>;
-}
-
-const backends: Backend[] = [
-  {
-    name: 'SQLite',
-    async fresh() {
-      const dir = mkdtempSync(join(tmpdir(), 'cron-alerts-'));
-      const path = join(dir, 'alerts.db');
-      return { config: { kind: 'sqlite', path, url: `sqlite:${path}` }, drop: async () => rmSync(dir, { recursive: true, force: true }) };
-    },
-  },
-  {
-    name: 'MariaDB',
-    async fresh() {
-      const db = await createMariaDb('cron_alerts');
-      return { config: { kind: 'mysql', url: db.url }, drop: () => db.drop() };
-    },
-  },
-  {
-    name: 'PostgreSQL',
-    async fresh() {
-      const db = await createPostgresDb('cron_alerts');
-      return { config: { kind: 'postgres', url: db.url }, drop: () => db.drop() };
-    },
-  },
-];
+const backends = storeBackends('cron_alerts');
 
 const uid = (): string => randomBytes(4).toString('hex');
 
 for (const backend of backends) {
   // One outbox per backend: the tests run in order, and each drains what it enqueued.
   describe(`AlertOutbox contract: ${backend.name}`, () => {
-    let fresh: Awaited<ReturnType<Backend['fresh']>>;
+    let fresh: Awaited<ReturnType<StoreBackend['fresh']>>;
     let db: Database;
     let other: Database;
     let outbox: AlertOutbox;

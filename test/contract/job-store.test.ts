@@ -4,52 +4,20 @@
  * clock for seen_at, byte-wise names, chunked statements, and pause/resume (setPaused, paused, names).
  */
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { StoreConfig } from '../../src/config/config.js';
 import { Database } from '../../src/store/database.js';
 import { KnexJobStore } from '../../src/store/jobs.js';
-import { createMariaDb, createPostgresDb } from '../helpers/databases.js';
+import { storeBackends, type StoreBackend } from '../helpers/databases.js';
 import { waitFor } from '../helpers/redis.js';
 
-interface Backend {
-  name: string;
-  fresh(): Promise<{ config: StoreConfig; drop(): Promise<void> }>;
-}
-
-const backends: Backend[] = [
-  {
-    name: 'SQLite',
-    async fresh() {
-      const dir = mkdtempSync(join(tmpdir(), 'cron-jobs-'));
-      const path = join(dir, 'jobs.db');
-      return { config: { kind: 'sqlite', path, url: `sqlite:${path}` }, drop: async () => rmSync(dir, { recursive: true, force: true }) };
-    },
-  },
-  {
-    name: 'MariaDB',
-    async fresh() {
-      const db = await createMariaDb('cron_jobs');
-      return { config: { kind: 'mysql', url: db.url }, drop: () => db.drop() };
-    },
-  },
-  {
-    name: 'PostgreSQL',
-    async fresh() {
-      const db = await createPostgresDb('cron_jobs');
-      return { config: { kind: 'postgres', url: db.url }, drop: () => db.drop() };
-    },
-  },
-];
+const backends = storeBackends('cron_jobs');
 
 const uid = (): string => randomBytes(4).toString('hex');
 const T0 = Date.UTC(2026, 10, 30, 18, 0, 0);
 
 for (const backend of backends) {
   describe(`JobStore contract: ${backend.name}`, () => {
-    let fresh: Awaited<ReturnType<Backend['fresh']>>;
+    let fresh: Awaited<ReturnType<StoreBackend['fresh']>>;
     let db: Database;
     let jobs: KnexJobStore;
 

@@ -5,47 +5,15 @@
  * listing the recent nodes, and forgetting the long-gone ones.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { StoreConfig } from '../../src/config/config.js';
 import { Database } from '../../src/store/database.js';
 import { NODES_TABLE } from '../../src/store/migrations.js';
 import { KnexNodeStore, NODE_ALIVE_MS } from '../../src/store/nodes.js';
 import type { NodeRegistration, RegisteredNode } from '../../src/store/types.js';
-import { createMariaDb, createPostgresDb } from '../helpers/databases.js';
+import { storeBackends, type StoreBackend } from '../helpers/databases.js';
 import { waitFor } from '../helpers/redis.js';
 
-interface Backend {
-  name: string;
-  fresh(): Promise<{ config: StoreConfig; drop(): Promise<void> }>;
-}
-
-const backends: Backend[] = [
-  {
-    name: 'SQLite',
-    async fresh() {
-      const dir = mkdtempSync(join(tmpdir(), 'cron-nodes-'));
-      const path = join(dir, 'nodes.db');
-      return { config: { kind: 'sqlite', path, url: `sqlite:${path}` }, drop: async () => rmSync(dir, { recursive: true, force: true }) };
-    },
-  },
-  {
-    name: 'MariaDB',
-    async fresh() {
-      const db = await createMariaDb('cron_nodes');
-      return { config: { kind: 'mysql', url: db.url }, drop: () => db.drop() };
-    },
-  },
-  {
-    name: 'PostgreSQL',
-    async fresh() {
-      const db = await createPostgresDb('cron_nodes');
-      return { config: { kind: 'postgres', url: db.url }, drop: () => db.drop() };
-    },
-  },
-];
+const backends = storeBackends('cron_nodes');
 
 const uid = (): string => randomBytes(4).toString('hex');
 const alivePids = (...pids: number[]) => (pid: number) => pids.includes(pid);
@@ -53,7 +21,7 @@ const nonePids = () => false;
 
 for (const backend of backends) {
   describe(`NodeStore contract: ${backend.name}`, () => {
-    let fresh: Awaited<ReturnType<Backend['fresh']>>;
+    let fresh: Awaited<ReturnType<StoreBackend['fresh']>>;
     let db: Database;
     let nodes: KnexNodeStore;
     const node = (id: string, host: string, pid: number, extra: Partial<NodeRegistration> = {}): NodeRegistration => ({ id, host, pid, version: '1.2.3', clockOffsetMs: 0, ...extra });

@@ -4,47 +4,15 @@
  * an outcome without pre-serialised JSON is serialised by the store with the default limit, and a
  * value it cannot store gets a note instead of a silent replacement; the migration goes down and up.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import knexFactory from 'knex';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { StoreConfig } from '../../src/config/config.js';
 import { MIGRATIONS_TABLE, RUNS_TABLE, migrationSource } from '../../src/store/migrations.js';
 import { KnexRunStore } from '../../src/store/runs.js';
 import type { NewRun, RunRecord } from '../../src/store/types.js';
-import { createMariaDb, createPostgresDb } from '../helpers/databases.js';
+import { storeBackends, type StoreBackend } from '../helpers/databases.js';
 
-interface Backend {
-  name: string;
-  fresh(): Promise<{ config: StoreConfig; drop(): Promise<void> }>;
-}
-
-const backends: Backend[] = [
-  {
-    name: 'SQLite',
-    async fresh() {
-      const dir = mkdtempSync(join(tmpdir(), 'cron-note-'));
-      const path = join(dir, 'runs.db');
-      return { config: { kind: 'sqlite', path, url: `sqlite:${path}` }, drop: async () => rmSync(dir, { recursive: true, force: true }) };
-    },
-  },
-  {
-    name: 'MariaDB',
-    async fresh() {
-      const db = await createMariaDb('cron_note');
-      return { config: { kind: 'mysql', url: db.url }, drop: () => db.drop() };
-    },
-  },
-  {
-    name: 'PostgreSQL',
-    async fresh() {
-      const db = await createPostgresDb('cron_note');
-      return { config: { kind: 'postgres', url: db.url }, drop: () => db.drop() };
-    },
-  },
-];
+const backends = storeBackends('cron_note');
 
 const BASE = Date.UTC(2026, 10, 30, 18, 0, 0);
 const uid = () => randomBytes(4).toString('hex');
@@ -52,7 +20,7 @@ const newRun = (job: string, at: number): NewRun => ({ job, scheduledAt: new Dat
 
 for (const backend of backends) {
   describe(`${backend.name}: result_note`, () => {
-    let fresh: Awaited<ReturnType<Backend['fresh']>>;
+    let fresh: Awaited<ReturnType<StoreBackend['fresh']>>;
     let store: KnexRunStore;
     beforeAll(async () => {
       fresh = await backend.fresh();
