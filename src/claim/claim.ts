@@ -188,11 +188,12 @@ export class Claimer {
     try {
       try {
         lease = await this.lock.tryAcquire(attemptLockKey(key, attempt), ttlMs);
-        if (lease === null) return { outcome: 'lost-lock' };
+        // An answer, won or lost, is the quorum's: a node that loses every race knows it is back too.
         if (this.lockDown) {
           this.lockDown = false;
           this.log.info('Redis quorum is back: claims use Redlock again');
         }
+        if (lease === null) return { outcome: 'lost-lock' };
       } catch (err) {
         if (!(err instanceof LockUnavailableError)) throw err;
         if (err.splitVote) {

@@ -105,7 +105,10 @@ export class Database {
     const shown = redactUrl(config.url);
     const knex = knexFactory(dialect.knexConfig(config));
     try {
-      await dialect.init(knex);
+      // SQLite: a process opening the file while another switches it to WAL (a fresh file, two nodes
+      // started at once) meets "database is locked" from the pragma itself, not from a statement the
+      // busy timeout covers. That is a moment, never "unreachable": tried again for up to 10 s.
+      await (dialect.kind === 'sqlite' ? retryWhileLocked(() => dialect.init(knex), 10_000, /SQLITE_BUSY|database is locked/i) : dialect.init(knex));
     } catch (err) {
       await knex.destroy().catch(() => {});
       throw new StoreUnavailableError(`store ${shown} cannot be reached: ${redactText(errorMessage(err))}`, { cause: err });
@@ -211,7 +214,7 @@ export class Database {
   }
 }
 
-async function retryWhileLocked<T>(fn: () => Promise<T>, deadlineMs = 60_000): Promise<T> {
+async function retryWhileLocked<T>(fn: () => Promise<T>, deadlineMs = 60_000, transientErrors = /already locked|SQLITE_BUSY|database is locked|already exists|Duplicate entry|duplicate key/i): Promise<T> {
   const until = Date.now() + deadlineMs;
   let delay = 50;
   for (;;) {
@@ -219,7 +222,7 @@ async function retryWhileLocked<T>(fn: () => Promise<T>, deadlineMs = 60_000): P
       return await fn();
     } catch (err) {
       const message = errorMessage(err);
-      const transient = /already locked|SQLITE_BUSY|database is locked|already exists|Duplicate entry|duplicate key/i.test(message);
+      const transient = transientErrors.test(message);
       if (!transient || Date.now() > until) throw err;
       await new Promise((r) => setTimeout(r, delay));
       delay = Math.min(delay * 2, 1000);
