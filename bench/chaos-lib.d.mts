@@ -31,3 +31,28 @@ export function resolveSeed(value?: string): number;
 export function planFaults(seed: number, phaseMs: number): ChaosFault[];
 export function describeFault(f: ChaosFault): string;
 export function runChaos(options: { seconds?: number; seed?: number; bin?: string; log?: (line: string) => void; settleMs?: number; keep?: boolean; logLevel?: string; adminUrl?: string }): Promise<ChaosResult>;
+/** One side effect a chaos job's body wrote. */
+export interface ChaosEffect {
+  key: string;
+  attempt: number;
+  ev: string;
+  t: number;
+  pid: number;
+  node: string;
+  reason?: string;
+}
+export const CHAOS_JOBS: unknown[];
+export function analyse(input: {
+  effects: ChaosEffect[];
+  runs: Array<Record<string, unknown>>;
+  jobs: unknown[];
+  windowFrom: number;
+  windowTo: number;
+  judgedTo: number;
+  deaths: Map<number, number>;
+  kills?: Map<number, number>;
+  pauses: Array<{ pid: number; from: number; to: number }>;
+  settledAt: number;
+  gaveUp?: Set<string>;
+}): { violations: Record<string, string[]>; periods: unknown };
+export function outcomesGivenUp(logs: Array<Record<string, unknown>>): Set<string>;

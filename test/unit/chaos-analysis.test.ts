@@ -1,0 +1,40 @@
+/**
+ * The chaos soak's judge (bench/chaos-lib.mjs `analyse`) on a hand-made history: a body's end record
+ * whose row ended abandoned is a violation, unless its node logged that it gave that outcome up at
+ * the shutdown's deadline (stopped while the store was away: the README's known limit).
+ */
+import { describe, expect, it } from 'vitest';
+import { analyse, CHAOS_JOBS, outcomesGivenUp } from '../../bench/chaos-lib.mjs';
+
+const t = Date.parse('2026-12-01T16:11:55.000Z');
+const key = 'slow@2026-12-01T16:11:55.000Z';
+const history = {
+  effects: [
+    { key, attempt: 1, ev: 'start', t, pid: 7, node: 'c3' },
+    { key, attempt: 1, ev: 'end', t: t + 2500, pid: 7, node: 'c3' },
+    { key, attempt: 2, ev: 'start', t: t + 9000, pid: 8, node: 'c1' },
+    { key, attempt: 2, ev: 'end', t: t + 11_000, pid: 8, node: 'c1' },
+  ],
+  runs: [
+    { periodKey: key, job: 'slow', attempt: 1, status: 'abandoned', nodeId: 'c3', scheduledAt: new Date(t).toISOString() },
+    { periodKey: key, job: 'slow', attempt: 2, status: 'succeeded', nodeId: 'c1', scheduledAt: new Date(t).toISOString() },
+  ],
+  jobs: CHAOS_JOBS, windowFrom: t + 1e9, windowTo: t + 1e9, judgedTo: t + 1e9,
+  // Stopped by SIGTERM (not killed) a second after the body ended.
+  deaths: new Map([[7, t + 3500]]), kills: new Map(), pauses: [], settledAt: t + 20_000,
+};
+
+describe('chaos analysis: an end record whose row was abandoned', () => {
+  it('is a history mismatch when nothing explains it', () => {
+    expect(analyse(history).violations['history-mismatch']).toEqual([`${key}#1: end record (c3), row abandoned`]);
+  });
+
+  it('is excused when its node logged that it gave the outcome up at the shutdown deadline', () => {
+    const gaveUp = outcomesGivenUp([
+      { msg: 'shutdown: the outcome could not be written before the deadline; the row stays running and is taken over once its lease runs out', periodKey: key, attempt: 1 },
+      { msg: 'run succeeded', periodKey: key, attempt: 2 },
+    ]);
+    expect([...gaveUp]).toEqual([`${key}#1`]);
+    expect(analyse({ ...history, gaveUp }).violations['history-mismatch']).toBeUndefined();
+  });
+});
