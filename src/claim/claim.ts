@@ -74,6 +74,7 @@ export class Claimer {
   /** Periods this process is handling: it never races itself for them (guard ahead of Redis). */
   private readonly inHand = new Set<string>();
   private lockDown = false;
+  private pauseWarnedAt = -Infinity;
 
   constructor(
     private readonly store: RunStore,
@@ -93,7 +94,11 @@ export class Claimer {
       const row = rows.get(job);
       return row?.paused ? { reason: row.pausedReason } : null;
     }, (err: unknown) => {
-      this.log.warn({ job, err: { message: errorMessage(err) } }, 'pause state not read: claiming as not paused');
+      // Once every 30 s at most: while the store is away every claim meets it, and says so itself.
+      const now = performance.now();
+      const level = now - this.pauseWarnedAt >= 30_000 ? 'warn' : 'debug';
+      if (level === 'warn') this.pauseWarnedAt = now;
+      this.log[level]({ job, err: { message: errorMessage(err) } }, 'pause state not read: claiming as not paused');
       return null;
     });
   }
