@@ -1,6 +1,7 @@
 /** Times as the page shows them: wall time in a zone, relative to `now`, and the UTC instant on hover. */
 import { formatDuration } from '../../time/duration.js';
 import { html, type Markup } from './html.js';
+import { relativeTime } from '../../time/display.js';
 
 const wallFormats = new Map<string, Intl.DateTimeFormat>();
 
@@ -52,18 +53,8 @@ export function wallTimeByParts(instant: Date, timezone: string): string {
   return `${p.year}-${p.month}-${p.day} ${p.hour}:${p.minute}:${p.second} ${p.timeZoneName}`;
 }
 
-/** `in 3m`, `2h ago`, `now`: the largest unit only, which is what a glance needs. */
-export function relativeTime(instant: Date, now: Date): string {
-  const diff = instant.getTime() - now.getTime();
-  const abs = Math.abs(diff);
-  if (abs < 1000) return 'now';
-  let text: string;
-  if (abs < 60_000) text = `${Math.floor(abs / 1000)}s`;
-  else if (abs < 3_600_000) text = `${Math.floor(abs / 60_000)}m`;
-  else if (abs < 172_800_000) text = `${Math.floor(abs / 3_600_000)}h`;
-  else text = `${Math.floor(abs / 86_400_000)}d`;
-  return diff > 0 ? `in ${text}` : `${text} ago`;
-}
+/** `in 3m`, `2h ago`, `now`: the largest unit only, as `list` and `history` show it. */
+export { relativeTime };
 
 /** A `<time>` (no datetime attribute: the title has it, and a 1,000-row table pays for every byte) with the wall time in the zone, the relative time, and UTC in the title. */
 export function timeCell(iso: string | null, timezone: string, now: Date): Markup {
