@@ -59,9 +59,10 @@ describe('status page of a real daemon, in Chromium', () => {
     await Promise.all([page.waitForURL((url) => url.search === '', { timeout: 60_000 }), page.click('nav.filters a[data-filter="all"]')]);
     await openJob(page, 'steady');
     expect(await page.locator('h1').textContent()).toBe('steady');
+    // The newest row may be the current second's attempt, claimed ahead and still running: any succeeded one.
     const runs = await tableRows(page, 'runs');
     expect(runs.length).toBeGreaterThan(0);
-    expect(runs[0]!.join(' | ')).toMatch(/succeeded/);
+    expect(runs.map((r) => r.join(' | ')).filter((r) => /succeeded/.test(r)).length, runs.map((r) => r.join(' | ')).join('\n')).toBeGreaterThan(0);
     expect(await tableRows(page, 'periods')).toHaveLength(10);
     expect(statSync(await screenshot(page, 'daemon-job-page')).size).toBeGreaterThan(1000);
     expect(problems).toEqual([]);
