@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import type { Schedule } from '../time/schedule.js';
+import type { OnceFunction } from '../once/once.js';
 
 export type Trigger = 'schedule' | 'catch-up' | 'manual';
 export type AbortReason = 'timeout' | 'lease-lost' | 'shutdown';
@@ -25,6 +26,12 @@ export interface JobContext {
   log: Logger;
   /** True when started with --dry-run: do every read, no write. */
   dryRun: boolean;
+  /**
+   * Business idempotency: `await ctx.once(key, fn, options?)` runs fn once per key across runs,
+   * attempts and nodes and resolves to its stored result (see the README, `ctx.once`);
+   * `ctx.once.detailed(...)` resolves to `{ value, replayed, attempts }`.
+   */
+  once: OnceFunction;
 }
 
 export type Duration = number | string;

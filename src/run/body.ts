@@ -14,6 +14,9 @@ import { describeThrown, serialiseResult } from './outcome.js';
 import { DEFAULT_WORKER_GRACE_MS, runInWorker } from './isolation/worker-body.js';
 import type { LoopWatchdog } from './isolation/watchdog.js';
 import { inBodyScope } from './body-scope.js';
+import { makeOnce, noOnceBackend, StoreOnceBackend, type OnceBackend } from '../once/once.js';
+import type { OnceStore } from '../store/types.js';
+import type { SchedulerObserver } from '../events/events.js';
 
 export const STATUS_ON_ABORT: Record<AbortReason, RunOutcome['status']> = {
   timeout: 'timed_out',
@@ -36,6 +39,19 @@ export interface BodyRun {
   workerGraceMs?: number;
   /** The same after a 'lease-lost' abort (shorter: the worker must be gone before the lease runs out in the store). */
   leaseLostGraceMs?: number;
+  /** Where ctx.once keeps its keys (none: ctx.once refuses). */
+  onceStore?: OnceStore;
+  /** Where ctx.once's calls are counted. */
+  events?: SchedulerObserver;
+}
+
+/** The store's part of ctx.once for this attempt (a worker body reaches it through messages). */
+function onceBackend(b: BodyRun): OnceBackend {
+  if (!b.onceStore) return noOnceBackend(b.job.name);
+  return new StoreOnceBackend({
+    store: b.onceStore, caller: { job: b.job.name, runId: b.run.id, attempt: b.run.attempt, nodeId: b.nodeId },
+    signal: b.controller.signal, dryRun: b.dryRun, log: b.log, events: b.events,
+  });
 }
 
 type Settled =
@@ -88,6 +104,7 @@ function inline(b: BodyRun): Promise<Settled> {
     signal: b.controller.signal,
     log: b.log,
     dryRun: b.dryRun,
+    once: makeOnce(job.name, onceBackend(b), b.controller.signal, b.maxResultBytes),
   };
   return Promise.resolve()
     .then(() => {
@@ -133,6 +150,7 @@ async function inWorker(b: BodyRun): Promise<Settled> {
     signal: b.controller.signal,
     graceMs: b.workerGraceMs,
     leaseLostGraceMs: b.leaseLostGraceMs,
+    once: onceBackend(b),
   });
   if (settled.kind === 'error') return settled;
   const json = settled.json;

@@ -330,3 +330,77 @@ export interface JobSummary {
   /** Rows running now. */
   running: number;
 }
+
+/** A ctx.once key's state (`scheduler_once_keys`). */
+export type OnceStatus = 'processing' | 'succeeded' | 'failed';
+export const ONCE_STATUSES: readonly OnceStatus[] = ['processing', 'succeeded', 'failed'];
+
+/** The attempt that asks: every write is fenced by its run row (running, this node, this attempt, lease fresh by the store's clock). */
+export interface OnceCaller {
+  job: string;
+  runId: string;
+  attempt: number;
+  nodeId: string;
+}
+
+/** A key as read, judged by the store's clock at the read. Instants: store clock, epoch ms. */
+export interface OnceRecord {
+  key: string;
+  /** The job whose run took the key last. */
+  job: string;
+  status: OnceStatus;
+  fingerprint: string | null;
+  /** The stored result as JSON (succeeded); null for `undefined` or when not succeeded. */
+  resultJson: string | null;
+  error: string | null;
+  /** How many times fn was started for the key (since it was created or expired). */
+  attempts: number;
+  /** The compare-and-set token: bumped by every write. */
+  version: number;
+  /** The run (attempt) that took the key last: the holder while it is processing, the last run after. */
+  holder: { runId: string; attempt: number; nodeId: string };
+  firstRunId: string;
+  createdAt: number;
+  updatedAt: number;
+  expiresAt: number;
+  /** The holder's run row is running on its node at its attempt with a fresh lease (store clock). */
+  holderLive: boolean;
+  /** Past expires_at (and not processing under a live holder): counts as absent. */
+  expired: boolean;
+}
+
+export type OnceTakeResult =
+  /** The caller holds the key (processing); `version` is its token for settle. */
+  | { outcome: 'taken'; version: number; attempts: number }
+  /** Another caller wrote the key first, or since `seen` was read: read it again and decide again. */
+  | { outcome: 'changed' }
+  /** The caller's attempt no longer owns its run row: nothing was written. */
+  | { outcome: 'fenced' };
+
+export interface OnceQuery {
+  /** Keys that start with this (compared byte-wise). */
+  prefix?: string;
+  status?: OnceStatus;
+  job?: string;
+  /** Default 100. */
+  limit?: number;
+}
+
+export interface OnceStore {
+  /** One statement: the key with its holder's liveness and its expiry judged by the store's clock; null when absent. */
+  read(key: string): Promise<OnceRecord | null>;
+  /**
+   * Takes the key for the caller (processing, holder = caller), fenced by the caller's run row in
+   * the same statement: inserted when `seen` is null, otherwise a compare-and-set on `seen.version`
+   * of a key that may be taken (failed, expired, or processing under a holder no longer live).
+   */
+  take(key: string, caller: OnceCaller, options: { fingerprint: string | null; ttlMs: number }, seen: OnceRecord | null): Promise<OnceTakeResult>;
+  /** Ends the caller's hold (compare-and-set on `version`, fenced by its run row); false: nothing written. */
+  settle(key: string, caller: OnceCaller, version: number, outcome: { status: 'succeeded'; resultJson: string | null } | { status: 'failed'; error: string }): Promise<boolean>;
+  /** Keys for `scheduler keys`, most recently written first (expired ones included, flagged). */
+  list(query: OnceQuery): Promise<OnceRecord[]>;
+  /** Keys not expired whose fn was started more than once. */
+  retried(): Promise<number>;
+  /** Deletes expired keys (not one processing under a live holder), in batches; returns how many (with dryRun: would). */
+  pruneExpired(options?: { dryRun?: boolean; batchSize?: number; signal?: AbortSignal }): Promise<number>;
+}
