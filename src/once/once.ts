@@ -110,7 +110,7 @@ const parse = (json: string | null): unknown => (json === null ? undefined : JSO
 
 /** The call's input, checked before anything is read or written: one line naming the job and the key. */
 function checkInput(job: string, key: unknown, fn: unknown, options: OnceOptions | undefined): OnceRequest {
-  const where = typeof key === 'string' ? `ctx.once('${key.length > 60 ? `${key.slice(0, 60)}…` : key}') in job '${job}'` : `ctx.once in job '${job}'`;
+  const where = typeof key === 'string' && key !== '' ? `ctx.once('${key.length > 60 ? `${key.slice(0, 60)}…` : key}') in job '${job}'` : `ctx.once in job '${job}'`;
   const keyName = typeof key === 'string' ? key : null;
   if (typeof key !== 'string' || key === '') throw new OnceInputError(keyName, `${where}: the key must be a non-empty string, got ${typeof key === 'string' ? 'an empty string' : typeof key}`);
   const length = [...key].length;
@@ -169,7 +169,8 @@ export class StoreOnceBackend implements OnceBackend {
     const { store, caller, dryRun } = this.o;
     const started = performance.now();
     let delay = 25;
-    for (;;) {
+    for (let races = 0; ; races++) {
+      if (races > 50) throw new Error(`${this.where(req.key)}: the key kept changing under this caller (${races} tries)`);
       this.refuseIfAborted(req.key, 'the key cannot be taken');
       const rec = await store.read(req.key);
       const current = rec && !rec.expired ? rec : null;

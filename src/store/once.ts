@@ -135,10 +135,10 @@ export class KnexOnceStore implements OnceStore {
     const holderBindings = [RUNS_TABLE, 'id', runIdValue(seen.holder.runId), 'status', 'node_id', seen.holder.nodeId, 'attempt', seen.holder.attempt, 'heartbeat_at', 'lease_ms'];
     const updated = await this.db.wrap('take over once key', () => this.knex(ONCE_TABLE)
       .where({ key, version: seen.version })
-      // A key may be taken when it failed, or (expired or processing) its holder is no longer live.
-      .andWhere((w) => w.where('status', 'failed').orWhere((o) => o
-        .where((s) => s.where('status', 'processing').orWhereRaw(`?? < ${this.now}`, ['expires_at']))
-        .andWhereRaw(`NOT ${holderLive}`, holderBindings)))
+      // A key may be taken when it failed, succeeded but expired, or is processing under a holder no longer live.
+      .andWhere((w) => w.where('status', 'failed')
+        .orWhere((o) => o.where('status', 'succeeded').andWhereRaw(`?? < ${this.now}`, ['expires_at']))
+        .orWhere((o) => o.where('status', 'processing').andWhereRaw(`NOT ${holderLive}`, holderBindings)))
       .andWhereRaw(owns, ownsBindings)
       .update(changes));
     if (Number(updated) === 1) return { outcome: 'taken', version, attempts };
