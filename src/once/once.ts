@@ -169,7 +169,8 @@ export class StoreOnceBackend implements OnceBackend {
     const { store, caller, dryRun } = this.o;
     const started = performance.now();
     let delay = 25;
-    for (let races = 0; ; races++) {
+    let races = 0;
+    for (;;) {
       if (races > 50) throw new Error(`${this.where(req.key)}: the key kept changing under this caller (${races} tries)`);
       this.refuseIfAborted(req.key, 'the key cannot be taken');
       const rec = await store.read(req.key);
@@ -202,6 +203,7 @@ export class StoreOnceBackend implements OnceBackend {
         throw new OnceFencedError(req.key, `${this.where(req.key)}: the key cannot be taken: run ${caller.runId} (attempt ${caller.attempt}) is no longer this node's running attempt (lease lost or taken over); nothing written`);
       }
       // 'changed': another caller wrote the key between the read and the write; decide again.
+      races++;
     }
   }
 
