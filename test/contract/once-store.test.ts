@@ -221,7 +221,7 @@ for (const backend of storeBackends('cron_once')) {
         await expect.poll(async () => (await once.read(key))?.status).toBe('processing');
         const impatient = ctxOnce(await attempt('orders', 'node-b'))(key, () => 'second', { wait: '150ms' });
         await expect(impatient).rejects.toBeInstanceOf(OnceInProgressError);
-        const err = await impatient.catch((e: OnceInProgressError) => e);
+        const err = (await impatient.catch((e: unknown) => e)) as OnceInProgressError;
         expect(err.holder).toEqual({ job: 'orders', runId: holder.row.id, attempt: 1, nodeId: 'node-a' });
         expect(err.message).toContain(`run ${holder.row.id}`);
         const patient = ctxOnce(await attempt('orders', 'node-c')).detailed(key, () => 'second', { wait: '10s' });
