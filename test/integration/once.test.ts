@@ -2,9 +2,11 @@
  * ctx.once through the real `bin/scheduler` on SQLite: a worker-isolated body (the parent does the
  * store's part over messages) runs each key's fn once and replays it in later runs; a dry run writes
  * no key; a result JSON cannot hold fails the run with one line naming the job and the key and leaves
- * the key failed; `keys` lists them for an audit.
+ * the key failed; `keys` lists them for an audit; `prune` deletes the expired ones.
  */
 import { afterAll, describe, expect, it } from 'vitest';
+import { Database } from '../../src/store/database.js';
+import { ONCE_TABLE } from '../../src/store/migrations.js';
 import { runCli } from '../helpers/cli.js';
 import { Workspace } from '../helpers/workspace.js';
 
@@ -72,5 +74,17 @@ describe('ctx.once through bin/scheduler (SQLite)', () => {
     const bad = await cli('keys', '--status', 'done');
     expect(bad.code).toBe(2);
     expect(bad.stderr.trim()).toBe('scheduler: invalid --status done: expected one of processing, succeeded, failed');
+
+    // An expired key goes with the history: `prune` deletes it (it already counted as absent).
+    const db = await Database.open({ kind: 'sqlite', path: ws.path('scheduler.db'), url: ws.sqliteStore() });
+    try {
+      await db.knex(ONCE_TABLE).where({ key: 'order_delivery:A' }).update({ expires_at: db.knex.raw(`${db.dialect.nowMs} - 1`) });
+    } finally {
+      await db.close();
+    }
+    const pruned = await cli('prune', '--older-than', '2h', '--json');
+    expect(pruned.code, pruned.stderr).toBe(0);
+    expect(JSON.parse(pruned.stdout)).toMatchObject({ outcome: 'pruned', expiredKeys: 1 });
+    expect((JSON.parse((await cli('keys', '--json')).stdout) as Array<{ key: string }>).map((k) => k.key).sort()).toEqual(['bad:bigint', 'order_delivery:B', 'order_delivery:C']);
   });
 });
