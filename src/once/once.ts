@@ -173,7 +173,7 @@ export class StoreOnceBackend implements OnceBackend {
     for (;;) {
       if (races > 50) throw new Error(`${this.where(req.key)}: the key kept changing under this caller (${races} tries)`);
       this.refuseIfAborted(req.key, 'the key cannot be taken');
-      const rec = await store.read(req.key);
+      const rec = await transientRetry(() => store.read(req.key));
       const current = rec && !rec.expired ? rec : null;
       if (current) {
         if (req.fingerprint !== null && current.fingerprint !== null && current.fingerprint !== req.fingerprint) {
@@ -197,7 +197,7 @@ export class StoreOnceBackend implements OnceBackend {
       }
       // A dry run writes no key: fn runs (it must itself write nothing), and nothing is stored.
       if (dryRun) return { kind: 'run', token: null, attempts: (current?.attempts ?? 0) + 1 };
-      const taken = await store.take(req.key, caller, { fingerprint: req.fingerprint, ttlMs: req.ttlMs }, rec);
+      const taken = await transientRetry(() => store.take(req.key, caller, { fingerprint: req.fingerprint, ttlMs: req.ttlMs }, rec));
       if (taken.outcome === 'taken') return { kind: 'run', token: taken.version, attempts: taken.attempts };
       if (taken.outcome === 'fenced') {
         throw new OnceFencedError(req.key, `${this.where(req.key)}: the key cannot be taken: run ${caller.runId} (attempt ${caller.attempt}) is no longer this node's running attempt (lease lost or taken over); nothing written`);
@@ -216,11 +216,15 @@ export class StoreOnceBackend implements OnceBackend {
     }
     const outcome = req.ok ? { status: 'succeeded' as const, resultJson: req.json } : { status: 'failed' as const, error: req.error };
     const until = performance.now() + SETTLE_RETRY_MS;
+    let tried = false;
     for (;;) {
       let stored: boolean;
       try {
         stored = await store.settle(key, caller, req.token, outcome);
+        // A try whose answer was lost may have committed: the key then shows this caller's write.
+        if (!stored && tried) stored = isOwnSettle(await store.read(key), caller, req.token, outcome.status);
       } catch (err) {
+        tried = true;
         // fn has done its work: losing its result would run it again. Tried again while the lease holds.
         if (err instanceof StoreUnavailableError && performance.now() < until && !(signal.aborted && signal.reason === 'lease-lost')) {
           log.warn({ onceKey: key, err: { message: errorMessage(err) } }, 'ctx.once: the store did not take the result; trying again');
@@ -244,6 +248,23 @@ export const noOnceBackend = (job: string): OnceBackend => ({
   acquire: (req) => Promise.reject(new OnceInputError(req.key, `ctx.once('${req.key}') in job '${job}': this scheduler has no key store (an executor built without one)`)),
   settle: () => Promise.resolve(),
 });
+
+/** The key as this caller's settle (token + 1, its status, held by it) would have left it. */
+function isOwnSettle(r: OnceRecord | null, caller: OnceCaller, token: number, status: 'succeeded' | 'failed'): boolean {
+  return r !== null && r.version === token + 1 && r.status === status && r.holder.runId === caller.runId && r.holder.attempt === caller.attempt && r.holder.nodeId === caller.nodeId;
+}
+
+/** A deadlock, lock wait or busy store is tried again twice (every statement here is one autocommit write or read). */
+async function transientRetry<T>(fn: () => Promise<T>): Promise<T> {
+  for (let i = 0; ; i++) {
+    try {
+      return await fn();
+    } catch (err) {
+      if (!(err instanceof StoreUnavailableError && err.transient) || i >= 2) throw err;
+      await new Promise((r) => setTimeout(r, 20 * (i + 1)));
+    }
+  }
+}
 
 function holderOf(r: OnceRecord) {
   return { job: r.job, runId: r.holder.runId, attempt: r.holder.attempt, nodeId: r.holder.nodeId };
