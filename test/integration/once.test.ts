@@ -14,6 +14,7 @@ const ws = new Workspace('cron-it-once-');
 afterAll(() => ws.cleanup());
 
 ws.writeJob('deliver.mjs', `import { appendFileSync } from 'node:fs';
+import { OnceFingerprintMismatchError } from 'cluster-cron';
 export default {
   schedule: '0 0 0 1 1 *',
   isolation: 'worker',
@@ -26,7 +27,11 @@ export default {
       }, { fingerprint: 'v1:' + id });
       out.push({ id: r.value.id, replayed: r.replayed });
     }
-    return out;
+    // The same key for another action: refused in the worker with the package's own error class.
+    const reused = await ctx.once('order_delivery:A', () => 'other', { fingerprint: 'v2:A' }).then(() => null, (err) => ({
+      mismatch: err instanceof OnceFingerprintMismatchError, code: err.code, stored: err.storedFingerprint,
+    }));
+    return ctx.dryRun ? out : { out, reused };
   },
 };
 `);
@@ -52,13 +57,16 @@ describe('ctx.once through bin/scheduler (SQLite)', () => {
 
     const first = await cli('run-once', 'deliver', 'bad', '--json');
     expect(first.code).toBe(1);
-    expect(resultOf(first.stdout, 'deliver')).toMatchObject({ status: 'succeeded', result: [{ id: 'A', replayed: false }, { id: 'B', replayed: false }, { id: 'C', replayed: false }] });
+    expect(resultOf(first.stdout, 'deliver')).toMatchObject({ status: 'succeeded', result: {
+      out: [{ id: 'A', replayed: false }, { id: 'B', replayed: false }, { id: 'C', replayed: false }],
+      reused: { mismatch: true, code: 'E_ONCE_FINGERPRINT', stored: 'v1:A' },
+    } });
     expect(resultOf(first.stdout, 'bad')).toMatchObject({ status: 'failed' });
     expect(resultOf(first.stdout, 'bad').error).toMatch(/^ctx\.once\('bad:bigint'\) in job 'bad': fn's result cannot be stored: not JSON-serialisable \(.*BigInt.*\); the key is left failed$/);
 
     const again = await cli('run-once', 'deliver', '--json');
     expect(again.code, again.stderr).toBe(0);
-    expect(resultOf(again.stdout, 'deliver').result).toEqual([{ id: 'A', replayed: true }, { id: 'B', replayed: true }, { id: 'C', replayed: true }]);
+    expect((resultOf(again.stdout, 'deliver').result as { out: unknown }).out).toEqual([{ id: 'A', replayed: true }, { id: 'B', replayed: true }, { id: 'C', replayed: true }]);
     expect(ws.lines('side.txt')).toEqual(['A', 'B', 'C']);
 
     const failed = await cli('keys', '--status', 'failed', '--json');
