@@ -211,7 +211,7 @@ export class StoreOnceBackend implements OnceBackend {
     const { store, caller, signal, log } = this.o;
     const key = req.key;
     if (signal.aborted && signal.reason === 'lease-lost') {
-      log.warn({ onceKey: key }, 'ctx.once: the lease was lost while fn ran: its result is not stored (the key is taken over by the next caller)');
+      log.warn({ onceKey: key }, `ctx.once: the lease was lost while fn ran: its ${req.ok ? 'result' : 'failure'} is not stored (the key is taken over by the next caller)`);
       throw new OnceFencedError(key, `${this.where(key)}: the lease was lost while fn ran: its ${req.ok ? 'result' : 'failure'} is not stored`);
     }
     const outcome = req.ok ? { status: 'succeeded' as const, resultJson: req.json } : { status: 'failed' as const, error: req.error };

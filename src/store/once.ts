@@ -114,7 +114,8 @@ export class KnexOnceStore implements OnceStore {
       try {
         inserted = affected(this.db.kind, await this.db.wrap('take once key', () => this.knex.raw(sql, bindings)));
       } catch (err) {
-        if (this.db.dialect.classify((err as { cause?: unknown }).cause ?? err) === 'duplicate' || this.db.dialect.classify(err) === 'duplicate') return { outcome: 'changed' };
+        // A duplicate (MySQL, which has no ON CONFLICT here) is a lost race: db.wrap leaves it unwrapped.
+        if (this.db.dialect.classify(err) === 'duplicate') return { outcome: 'changed' };
         throw err;
       }
       if (inserted === 1) return { outcome: 'taken', version: 1, attempts: 1 };
