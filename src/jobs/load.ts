@@ -1,6 +1,6 @@
 /**
- * Finding and loading job files: `.ts`, `.mts`, `.js`, `.mjs` directly in the jobs folder, not
- * starting with `_` or `.`. TypeScript loads through jiti with no build step and no caches on disk
+ * Finding and loading job files: `.ts`, `.mts`, `.js`, `.mjs` directly in the jobs folder, and
+ * `.json`, `.yaml`, `.yml` (command jobs only, see importer.ts), not starting with `_` or `.`. TypeScript loads through jiti with no build step and no caches on disk
  * (a read-only root filesystem must work). A broken file never stops the valid ones, and no file can
  * stall the others: each load has a deadline (the `loadTimeout` setting), a dangling symlink, a
  * directory or anything else that is not a regular file named like a job file, and a file removed
@@ -14,7 +14,7 @@ import { createJobImporter, defaultExportOf } from './importer.js';
 import type { InvalidJobFile, Job } from './types.js';
 import { validateJob, type JobFieldDefaults } from './validate.js';
 
-const EXTENSIONS = new Set(['.ts', '.mts', '.js', '.mjs']);
+const EXTENSIONS = new Set(['.ts', '.mts', '.js', '.mjs', '.json', '.yaml', '.yml']);
 
 /** The default of the `loadTimeout` setting. */
 export const DEFAULT_LOAD_TIMEOUT_MS = 10_000;
@@ -111,7 +111,7 @@ export async function loadJobFiles(files: string[], defaultTimezone: string, cwd
       return;
     }
     const exported = defaultExportOf(mod);
-    const { job, problems } = validateJob(where, exported, defaultTimezone, options.defaults);
+    const { job, problems } = validateJob(where, exported, defaultTimezone, options.defaults, file);
     if (!job) {
       invalid.push({ file: where, problems });
       return;

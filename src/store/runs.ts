@@ -38,6 +38,7 @@ interface Row {
   result_note?: string | null;
   error: string | null;
   error_stack: string | null;
+  output?: string | null;
 }
 
 const date = (v: number | string | null): Date | null => (v === null || v === undefined ? null : new Date(Number(v)));
@@ -73,6 +74,7 @@ function toRecord(row: Row): RunRecord {
     resultNote: row.result_note ?? null,
     error: row.error,
     errorStack: row.error_stack,
+    output: row.output ?? null,
   };
 }
 
@@ -107,6 +109,9 @@ export function storableText(value: string | null | undefined, maxBytes = MAX_TE
   if (cut.endsWith('\uFFFD') && !text.startsWith(cut)) cut = cut.slice(0, -1);
   return cut + note;
 }
+
+/** The output column (MEDIUMTEXT on MySQL): a 64 KiB tail with room to spare. */
+const MAX_OUTPUT_BYTES = 256 * 1024;
 
 /** Statuses that end an attempt without an outcome of its own, or by a failure: the next attempt may be owed. */
 const OWING: ReadonlySet<FinalStatus> = new Set(['failed', 'timed_out', 'abandoned', 'interrupted']);
@@ -208,6 +213,8 @@ export class KnexRunStore implements RunStore {
       error: storableText(outcome.error),
       error_stack: storableText(outcome.errorStack),
       reason: outcome.reason === null || outcome.reason === undefined ? null : storableText(outcome.reason)!.slice(0, 200),
+      // A command job's tail, already at most 64 KiB; only outcomes that carry one write the column.
+      ...(outcome.output !== undefined ? { output: storableText(outcome.output, MAX_OUTPUT_BYTES) } : {}),
     };
   }
 
