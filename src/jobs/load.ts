@@ -15,6 +15,8 @@ import type { InvalidJobFile, Job } from './types.js';
 import { validateJob, type JobFieldDefaults } from './validate.js';
 
 const EXTENSIONS = new Set(['.ts', '.mts', '.js', '.mjs', '.json', '.yaml', '.yml']);
+/** Tooling files a jobs folder with dependencies of its own may hold: not job files, whatever their extension. */
+const TOOLING_FILE = /^(package\.json|package-lock\.json|npm-shrinkwrap\.json|tsconfig(\..+)?\.json|jsconfig\.json|pnpm-lock\.yaml|pnpm-workspace\.yaml|renovate\.json)$/;
 
 /** The default of the `loadTimeout` setting. */
 export const DEFAULT_LOAD_TIMEOUT_MS = 10_000;
@@ -57,7 +59,7 @@ export function listJobFiles(jobsDir: string): string[] {
     throw new ConfigError(`jobs folder ${jobsDir} cannot be read: ${errorMessage(err)}`);
   }
   return entries
-    .filter((f) => !f.startsWith('_') && !f.startsWith('.') && EXTENSIONS.has(extname(f)) && !f.endsWith('.d.ts'))
+    .filter((f) => !f.startsWith('_') && !f.startsWith('.') && EXTENSIONS.has(extname(f)) && !f.endsWith('.d.ts') && !TOOLING_FILE.test(f))
     .sort()
     .map((f) => join(jobsDir, f));
 }

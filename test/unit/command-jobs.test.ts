@@ -96,11 +96,14 @@ describe('.json and .yaml job files through the loader', () => {
     writeFileSync(join(jobs, 'e.yaml'), 'a: 1\n---\nb: 2\n');
     writeFileSync(join(jobs, 'f.yaml'), '- 1\n- 2\n');
     writeFileSync(join(jobs, 'g.yaml'), "schedule: '* * * * *'\ncommand: 'true'\nschedule: '@daily'\n");
+    // Tooling files of a jobs folder with dependencies of its own are not job files.
+    for (const f of ['package.json', 'package-lock.json', 'tsconfig.json', 'tsconfig.build.json', 'pnpm-lock.yaml']) writeFileSync(join(jobs, f), '{}');
     const loaded = await loadJobs(jobs, 'UTC', { cwd: jobs });
     expect(loaded.jobs.map((j) => [j.name, j.command?.source])).toEqual([['a', 'echo a'], ['bee', ['sh', '-c', 'echo b']]]);
     expect(loaded.jobs[0]!.command!.env).toEqual({ MODE: 'full' });
     expect(loaded.jobs[1]!.timeoutMs).toBe(60_000);
     const problems = Object.fromEntries(loaded.invalid.map((i) => [i.file, i.problems]));
+    expect(Object.keys(problems).sort()).toEqual(['c.yml', 'd.json', 'e.yaml', 'f.yaml', 'g.yaml']);
     for (const lines of Object.values(problems)) expect(lines).toHaveLength(1);
     expect(problems['c.yml']![0]).toMatch(/^c\.yml: cannot be loaded: invalid YAML at line 3, column 1: /);
     expect(problems['d.json']![0]).toMatch(/^d\.json: cannot be loaded: invalid JSON at line 4, column 1: /);
