@@ -7,10 +7,11 @@
  * group), a command stopped by the daemon's shutdown; `run-once --dry-run`, `list` and `validate` on
  * command jobs; bad command job files refused one line each.
  */
-import { chmodSync, readdirSync, readFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, utimesSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import Sqlite from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
-import { Daemon, runCli } from '../helpers/cli.js';
+import { Daemon, ROOT, runCli } from '../helpers/cli.js';
 import { waitFor } from '../helpers/redis.js';
 import { Workspace, type HistoryRun } from '../helpers/workspace.js';
 
@@ -207,5 +208,36 @@ describe.concurrent('command jobs', () => {
     const list = await runCli(['list', '--json'], { cwd: ws.dir, env: envOf(ws) });
     expect(list.code).toBe(2);
     expect((JSON.parse(list.stdout) as { jobs: Array<{ name: string }> }).jobs.map((j) => j.name)).toEqual(['ok']);
+  });
+
+  it('the example examples/command-job (cleanup-tmp.yaml + .sh) copied into a jobs folder: validate, --dry-run deletes nothing, run-once deletes only the old files', async () => {
+    const ws = new Workspace('cron-cmd-example-');
+    made.push({ ws });
+    const example = join(ROOT, 'examples', 'command-job');
+    copyFileSync(join(example, 'cleanup-tmp.sh'), join(ws.jobsDir, 'cleanup-tmp.sh'));
+    const target = ws.path('tmp');
+    const yaml = readFileSync(join(example, 'cleanup-tmp.yaml'), 'utf8');
+    expect(yaml).toContain('CLEANUP_DIR: /var/tmp/cluster-cron-example');
+    writeFileSync(join(ws.jobsDir, 'cleanup-tmp.yaml'), yaml.replace('/var/tmp/cluster-cron-example', target));
+    mkdirSync(join(target, 'sub'), { recursive: true });
+    const old = Date.now() / 1000 - 10 * 86_400;
+    for (const f of ['old-1.tmp', 'sub/old 2.tmp']) {
+      writeFileSync(join(target, f), 'x');
+      utimesSync(join(target, f), old, old);
+    }
+    writeFileSync(join(target, 'fresh.tmp'), 'x');
+
+    const valid = await runCli(['validate'], { cwd: ws.dir, env: envOf(ws) });
+    expect(valid.code, valid.stdout + valid.stderr).toBe(0);
+    const dry = await runCli(['run-once', 'cleanup-tmp', '--dry-run'], { cwd: ws.dir, env: envOf(ws) });
+    expect(dry.code, dry.stderr).toBe(0);
+    expect(dry.stderr).toContain('cleanup-tmp: dry run: 2 file(s) would be deleted');
+    expect(existsSync(join(target, 'old-1.tmp'))).toBe(true);
+    const real = await runCli(['run-once', 'cleanup-tmp'], { cwd: ws.dir, env: envOf(ws) });
+    expect(real.code, real.stderr).toBe(0);
+    expect(['old-1.tmp', 'sub/old 2.tmp', 'fresh.tmp'].map((f) => existsSync(join(target, f)))).toEqual([false, false, true]);
+    const [run] = await history(ws, 'cleanup-tmp');
+    expect(run).toMatchObject({ status: 'succeeded', trigger: 'manual', result: { exitCode: 0 } });
+    expect(run!.output).toMatch(/cleanup-tmp: cleanup-tmp@\S+ \(attempt 1\): files older than 7 days in .*\ncleanup-tmp: deleted 2 file\(s\)\n$/);
   });
 });
