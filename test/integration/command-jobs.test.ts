@@ -11,7 +11,8 @@ import { chmodSync, copyFileSync, existsSync, mkdirSync, readdirSync, readFileSy
 import { join } from 'node:path';
 import Sqlite from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
-import { Daemon, ROOT, runCli } from '../helpers/cli.js';
+import { spawn } from 'node:child_process';
+import { BIN, Daemon, ROOT, cleanEnv, runCli } from '../helpers/cli.js';
 import { waitFor } from '../helpers/redis.js';
 import { Workspace, type HistoryRun } from '../helpers/workspace.js';
 
@@ -239,5 +240,20 @@ describe.concurrent('command jobs', () => {
     const [run] = await history(ws, 'cleanup-tmp');
     expect(run).toMatchObject({ status: 'succeeded', trigger: 'manual', result: { exitCode: 0 } });
     expect(run!.output).toMatch(/cleanup-tmp: cleanup-tmp@\S+ \(attempt 1\): files older than 7 days in .*\ncleanup-tmp: deleted 2 file\(s\)\n$/);
+  });
+
+  it('run-once stopped by SIGTERM stops its command\'s group first (SIGTERM, SIGKILL after killAfter), then ends by the signal', async () => {
+    const ws = new Workspace('cron-cmd-signal-');
+    made.push({ ws });
+    ws.writeJob('stubborn.yaml', `schedule: '@daily'\nkillAfter: 1s\ncommand: "trap '' TERM; sleep 300 & echo \\"pgid $$\\"; sleep 60"\n`);
+    const proc = spawn(process.execPath, [BIN, 'run-once', 'stubborn'], { cwd: ws.dir, env: cleanEnv(envOf(ws)), stdio: ['ignore', 'pipe', 'pipe'] });
+    let stderr = '';
+    proc.stderr.on('data', (d) => (stderr += d));
+    const exited = new Promise<NodeJS.Signals | null>((r) => proc.on('exit', (_code, sig) => r(sig)));
+    const pgid = await waitFor('the command\'s first line', () => Number(/"msg":"pgid (\d+)"/.exec(stderr)?.[1]) || undefined, 20_000, 50);
+    expect(groupMembers(pgid).length).toBeGreaterThanOrEqual(2);
+    proc.kill('SIGTERM');
+    expect(await exited).toBe('SIGTERM');
+    expect(groupMembers(pgid)).toEqual([]);
   });
 });

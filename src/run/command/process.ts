@@ -9,7 +9,9 @@
  *
  * A process that leaves its group (setsid, a double fork into another group) is not followed.
  * When the Node process exits (a second signal, the end of a one-shot command), groups still alive
- * are sent SIGKILL synchronously (see killLiveGroups).
+ * are sent SIGKILL synchronously (see killLiveGroups). In a process that leaves SIGTERM, SIGINT and
+ * SIGHUP to their default action (every command but `run`, whose shutdown aborts the runs), such a
+ * signal first stops the live groups (SIGTERM, SIGKILL after their killAfter), then is raised again.
  */
 import { spawn } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
@@ -53,9 +55,43 @@ export interface CommandEnded {
 const liveGroups = new Set<number>();
 let exitHookInstalled = false;
 
+/** Process groups of commands still running in this process, and their killAfter. */
+const killAfterOf = new Map<number, number>();
+
 /** SIGKILL to every command group still alive: the daemon is going, no command outlives it. */
 export function killLiveGroups(): void {
   for (const pgid of liveGroups) signalGroup(pgid, 'SIGKILL');
+}
+
+const FATAL: NodeJS.Signals[] = ['SIGTERM', 'SIGINT', 'SIGHUP'];
+const fatalHandlers = new Map<NodeJS.Signals, () => void>();
+
+/** While groups are alive: a signal whose default action would end this process stops them first. */
+function guardFatalSignals(): void {
+  for (const sig of FATAL) {
+    if (fatalHandlers.has(sig) || process.listenerCount(sig) > 0) continue;
+    const handler = () => {
+      for (const [s, h] of fatalHandlers) process.off(s, h);
+      fatalHandlers.clear();
+      for (const pgid of liveGroups) signalGroup(pgid, 'SIGTERM');
+      const grace = Math.min(...[...liveGroups].map((g) => killAfterOf.get(g) ?? 0), 10_000);
+      const started = performance.now();
+      const poll = setInterval(() => {
+        if ([...liveGroups].some((g) => groupAlive(g)) && performance.now() - started < grace) return;
+        clearInterval(poll);
+        killLiveGroups();
+        process.kill(process.pid, sig);
+      }, POLL_MS);
+    };
+    fatalHandlers.set(sig, handler);
+    process.on(sig, handler);
+  }
+}
+
+function releaseFatalSignals(): void {
+  if (liveGroups.size > 0) return;
+  for (const [s, h] of fatalHandlers) process.off(s, h);
+  fatalHandlers.clear();
 }
 
 function signalGroup(pgid: number, signal: NodeJS.Signals | 0): boolean {
@@ -176,10 +212,12 @@ export function runCommand(run: CommandRun): Promise<CommandEnded> {
     }
     ended.pid = pid;
     liveGroups.add(pid);
+    killAfterOf.set(pid, spec.killAfterMs);
     if (!exitHookInstalled) {
       exitHookInstalled = true;
       process.on('exit', killLiveGroups);
     }
+    guardFatalSignals();
 
     // The group's end: SIGTERM, then SIGKILL at `killAt` (an abort may bring it nearer).
     let killAt = Infinity;
@@ -230,6 +268,8 @@ export function runCommand(run: CommandRun): Promise<CommandEnded> {
       await stopGroup(spec.killAfterMs);
       signal.removeEventListener('abort', onAbort);
       liveGroups.delete(pid);
+      killAfterOf.delete(pid);
+      releaseFatalSignals();
       if (!closed) await Promise.race([closedNow, sleep(DRAIN_MS)]);
       if (!closed) {
         // A process outside the group holds the pipes: what it writes from now on is not ours.
