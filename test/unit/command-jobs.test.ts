@@ -5,11 +5,13 @@
  */
 import { chmodSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { Writable } from 'node:stream';
+import pino from 'pino';
 import { afterAll, describe, expect, it } from 'vitest';
 import { loadJobs } from '../../src/jobs/load.js';
 import { validateJob } from '../../src/jobs/validate.js';
 import { commandOutcome, commandVars } from '../../src/run/command/index.js';
-import type { CommandEnded } from '../../src/run/command/process.js';
+import { groupMembers, runCommand, type CommandEnded } from '../../src/run/command/process.js';
 import { LineLog, MAX_LOG_LINE, OutputTail, TAIL_BYTES } from '../../src/run/command/output.js';
 import { removeTempDirs, tempDir } from './_fixtures.js';
 
@@ -160,5 +162,46 @@ describe('output', () => {
     lines.end();
     expect(seen).toEqual([['one', false], ['tw€o', false], ['x'.repeat(MAX_LOG_LINE), true], ['last', false]]);
     expect(lines.last).toBe('last');
+  });
+});
+
+describe('the process group of a command (real processes)', () => {
+  function logger() {
+    const lines: Array<Record<string, unknown>> = [];
+    const stream = new Writable({ write(chunk, _enc, cb) { for (const l of String(chunk).split('\n')) if (l) lines.push(JSON.parse(l)); cb(); } });
+    return { log: pino({ level: 'info' }, stream), lines };
+  }
+  const spec = (command: string, killAfterMs: number) => validateJob(FILE, { schedule: '* * * * *', command, killAfter: killAfterMs }, 'UTC').job!.command!;
+
+  it("after 'lease-lost' the group is killed within leaseLostGraceMs, not killAfter: SIGTERM ignored, SIGKILL after 200 ms", async () => {
+    const { log, lines } = logger();
+    const controller = new AbortController();
+    const run = runCommand({ spec: spec("trap '' TERM; sleep 30 & echo \"pgid $$\"; sleep 30", 10_000), vars: {}, log, signal: controller.signal, leaseLostGraceMs: 200 });
+    const pgid = await new Promise<number>((resolve) => {
+      const t = setInterval(() => {
+        const line = lines.find((l) => typeof l.msg === 'string' && l.msg.startsWith('pgid '));
+        if (line) {
+          clearInterval(t);
+          resolve(Number(String(line.msg).slice(5)));
+        }
+      }, 10);
+    });
+    const abortedAt = performance.now();
+    controller.abort('lease-lost');
+    const ended = await run;
+    // killAfter is 10 s: the lease-lost bound (200 ms, plus the polling) decided.
+    expect(performance.now() - abortedAt).toBeLessThan(3000);
+    expect(ended.stopped).toEqual({ reason: 'lease-lost', text: 'SIGTERM not heeded: the process group was killed (SIGKILL) after 200ms' });
+    expect(ended.output).toBe(`pgid ${pgid}\n`);
+    expect(groupMembers(pgid)).toEqual([]);
+  });
+
+  it('a command that exits leaving a child in its group: the child is stopped before the end is reported', async () => {
+    const { log, lines } = logger();
+    const ended = await runCommand({ spec: spec('sleep 30 & echo "pgid $$"; echo done >&2', 10_000), vars: { SCHEDULER_JOB: 'x' }, log, signal: new AbortController().signal });
+    expect(ended).toMatchObject({ exitCode: 0, stopped: null, lastStderrLine: 'done' });
+    expect(groupMembers(Number(/pgid (\d+)/.exec(ended.output)![1]))).toEqual([]);
+    expect(lines.find((l) => l.msg === 'done')).toMatchObject({ stream: 'stderr', level: 40 });
+    expect(lines.some((l) => String(l.msg).includes('left processes in its group'))).toBe(true);
   });
 });
