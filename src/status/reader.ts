@@ -46,7 +46,15 @@ export function runView(r: RunRecord): RunView {
     job: r.job, scheduledAt: r.scheduledAt.toISOString(), periodKey: r.periodKey, attempt: r.attempt, trigger: r.trigger, status: r.status,
     reason: r.reason, nodeId: r.nodeId, startedAt: pending ? null : r.startedAt.toISOString(), finishedAt: r.finishedAt?.toISOString() ?? null,
     durationMs: r.durationMs, error: firstLine(r.error),
+    ...(r.output !== undefined && r.output !== null ? { output: lastChars(r.output, OUTPUT_IN_VIEW) } : {}),
   };
+}
+
+/** How much of a command job's output the page and /api show per run (a job page has 100 runs). */
+export const OUTPUT_IN_VIEW = 2000;
+
+function lastChars(text: string, n: number): string {
+  return text.length <= n ? text : `…${text.slice(text.length - n)}`;
 }
 
 export function createStatusReader(o: StatusReaderOptions): StatusReader {

@@ -205,3 +205,26 @@ describe('the process group of a command (real processes)', () => {
     expect(lines.some((l) => String(l.msg).includes('left processes in its group'))).toBe(true);
   });
 });
+
+describe('a command job\'s output on the status page and /api', () => {
+  it('a run view carries the last 2,000 characters of the output; the job page shows it escaped, in a closed <details>', async () => {
+    const { runView, OUTPUT_IN_VIEW } = await import('../../src/status/reader.js');
+    const { jobPageBody } = await import('../../src/http/page/render.js');
+    const { FIXTURE_NOW, FixtureReader } = await import('../helpers/status-fixtures.js');
+    const record = {
+      id: '1', job: 'cmd', scheduledAt: FIXTURE_NOW, periodKey: `cmd@${FIXTURE_NOW.toISOString()}`, shard: 0, attempt: 1, trigger: 'schedule' as const,
+      status: 'failed' as const, reason: null, nodeId: 'n', startedAt: FIXTURE_NOW, claimedAt: null, runAt: null, finishedAt: FIXTURE_NOW, durationMs: 5,
+      heartbeatAt: null, leaseMs: 1000, result: null, resultNote: null, error: 'exited with code 3', errorStack: null,
+      output: `${'x'.repeat(5000)}\n<script>window.__injected = true</script>\n`,
+    };
+    const view = runView(record);
+    expect(view.output!.startsWith('…')).toBe(true);
+    expect(view.output!.length).toBe(OUTPUT_IN_VIEW + 1);
+    expect(runView({ ...record, output: null }).output).toBeUndefined();
+    const detail = (await new FixtureReader().job('berlin-nightly'))!;
+    const page = jobPageBody({ ...detail, runs: [view] }, FIXTURE_NOW).value;
+    expect(page).toContain('<details class="output"><summary>output</summary><pre>');
+    expect(page).toContain('&lt;script&gt;window.__injected = true&lt;/script&gt;');
+    expect(page).not.toContain('<script>window');
+  });
+});
