@@ -226,14 +226,16 @@ export function runCommand(run: CommandRun): Promise<CommandEnded> {
     let stopDone = false;
     const stopGroup = (graceMs: number): Promise<void> => {
       killAt = Math.min(killAt, performance.now() + graceMs);
+      // While the leader has not exited the group is there (no /proc scan needed); after, strays may be.
+      const alive = () => (!exited && signalGroup(pid, 0)) || groupAlive(pid);
       stopping ??= (async () => {
-        if (!groupAlive(pid)) return;
+        if (!alive()) return;
         killedWith = 'SIGTERM';
         signalGroup(pid, 'SIGTERM');
         let killSent = Infinity;
         for (;;) {
           await sleep(POLL_MS);
-          if (!groupAlive(pid)) return;
+          if (!alive()) return;
           const now = performance.now();
           if (killSent === Infinity && now >= killAt) {
             killedWith = 'SIGKILL';
