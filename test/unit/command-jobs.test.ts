@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import pino from 'pino';
 import { afterAll, describe, expect, it } from 'vitest';
+import { defineJob } from '../../src/index.js';
 import { loadJobs } from '../../src/jobs/load.js';
 import { validateJob } from '../../src/jobs/validate.js';
 import { commandOutcome, commandVars } from '../../src/run/command/index.js';
@@ -79,6 +80,14 @@ describe('validation of a command job', () => {
     expect(only(problemsOf({ schedule: '* * * * *', command: 'true', env: { '1A': 'x' } }), 'env.1A')).toMatch(/variable name/);
     expect(only(problemsOf({ schedule: '* * * * *', command: 'true', env: { A: { b: 1 } } }), 'env.A')).toMatch(/a string/);
     expect(only(problemsOf({ schedule: '* * * * *', command: 'true', isolation: 'worker' }), 'isolation')).toMatch(/process of its own/);
+  });
+
+  it('defineJob types a command job; run and command together do not type-check', () => {
+    const job = defineJob({ schedule: '* * * * *', command: ['sh', '-c', 'true'], killAfter: '5s', env: { N: 1 } });
+    expect(validateJob(join(dir, 'typed.ts'), job, 'UTC').job!.command!.killAfterMs).toBe(5000);
+    // @ts-expect-error: a job has either run or command
+    const both = defineJob({ schedule: '* * * * *', command: 'true', async run() {} });
+    expect(validateJob(join(dir, 'both.ts'), both, 'UTC').job).toBeUndefined();
   });
 
   it('the command fields on a run job are refused', () => {
