@@ -57,7 +57,8 @@ export async function runBody(b: BodyRun): Promise<RunOutcome> {
     if (controller.signal.aborted) onAbort();
     else controller.signal.addEventListener('abort', onAbort, { once: true });
   });
-  log.info({ trigger: run.trigger, scheduledAt: run.scheduledAt.toISOString(), ...(job.command ? { command: job.command.source } : isolation === 'worker' ? { isolation } : {}) }, 'run started');
+  // A command's text is not logged at each run (it may carry a token); `list` shows it.
+  log.info({ trigger: run.trigger, scheduledAt: run.scheduledAt.toISOString(), ...(job.command ? { isolation: 'process' } : isolation === 'worker' ? { isolation } : {}) }, 'run started');
   const settled = job.command ? inCommand(b) : isolation === 'worker' ? inWorker(b) : inline(b);
   // A body that ignores its signal is not waited for: the outcome is recorded when the signal fires.
   const first = await Promise.race([settled, aborted]);
