@@ -136,7 +136,7 @@ export function createStatusReader(o: StatusReaderOptions): StatusReader {
       const job = byName.get(name);
       if (!job) return null;
       const at = new Date(o.now());
-      const runs = await o.store.history({ job: name, limit: 100 });
+      const runs = await o.store.history({ job: name, limit: 100, outputChars: OUTPUT_IN_VIEW });
       return {
         job: jobView(job, o.cache.summaries.get(name), at),
         runs: runs.map(runView),
@@ -144,7 +144,7 @@ export function createStatusReader(o: StatusReaderOptions): StatusReader {
       } satisfies JobDetailView;
     },
     async runs(query: RunsQuery) {
-      return (await o.store.history({ job: query.job, status: query.status, limit: query.limit ?? 100 })).map(runView);
+      return (await o.store.history({ job: query.job, status: query.status, limit: query.limit ?? 100, outputChars: OUTPUT_IN_VIEW })).map(runView);
     },
     async nodes() {
       if (!o.listNodes) return [selfNode()];

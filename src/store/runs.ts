@@ -431,12 +431,31 @@ export class KnexRunStore implements RunStore {
       // The index that serves the filters and the order at any size (see Dialect.tableUsing).
       const index = query.job ? (query.status ? 'scheduler_runs_job_status_started' : 'scheduler_runs_job_started')
         : query.status ? 'scheduler_runs_status_started' : 'scheduler_runs_started';
-      const q = this.knex.from(this.db.dialect.tableUsing(this.knex, RUNS_TABLE, index)).select('*');
+      const q = this.knex.from(this.db.dialect.tableUsing(this.knex, RUNS_TABLE, index));
+      if (query.outputChars === undefined) q.select('*');
+      else q.select([...(await this.columnsBut('output')), this.outputTail(query.outputChars + 1)]);
       if (query.job) q.where({ job: query.job });
       if (query.status) q.where({ status: query.status });
       q.orderBy([{ column: 'started_at', order: 'desc' }, { column: 'id', order: 'desc' }]).limit(query.limit ?? 50);
       return ((await q) as Row[]).map(toRecord);
     });
+  }
+
+  private columns: Promise<string[]> | undefined;
+
+  /** The runs table's columns but `except` (read once: they are fixed by the migrations this process ran or found). */
+  private async columnsBut(except: string): Promise<string[]> {
+    this.columns ??= this.knex(RUNS_TABLE).columnInfo().then((info) => Object.keys(info), (err: unknown) => {
+      this.columns = undefined;
+      throw err;
+    });
+    return (await this.columns).filter((c) => c !== except);
+  }
+
+  /** SQL: the last `chars` characters of the output column, as `output`. */
+  private outputTail(chars: number): Knex.Raw {
+    const n = Math.max(1, Math.floor(chars));
+    return this.kind === 'sqlite' ? this.knex.raw('substr(??, ?) as ??', ['output', -n, 'output']) : this.knex.raw('right(??, ?) as ??', ['output', n, 'output']);
   }
 
   async jobSummaries(sinceMs: number): Promise<Map<string, JobSummary>> {

@@ -99,6 +99,8 @@ export interface HistoryQuery {
   job?: string;
   status?: RunStatus;
   limit?: number;
+  /** Read at most this many characters plus one of each run's output, its end (views that show a little of it); default all. */
+  outputChars?: number;
 }
 
 export type InsertResult = { outcome: 'inserted'; run: RunRecord } | { outcome: 'duplicate' };

@@ -3,7 +3,8 @@
  * command job's output tail written with its outcome (the plain UPDATE of a success and the owing
  * transaction of a failure) is read back on every read path, a full 64 KiB tail of multi-byte text
  * with a NUL in it is stored (over MySQL's TEXT, NUL refused by PostgreSQL), an outcome without one
- * leaves the column NULL, and the migration goes down and up.
+ * leaves the column NULL, the views' read of only its end (`outputChars`) counts characters, and the
+ * migration goes down and up.
  */
 import { randomBytes } from 'node:crypto';
 import knexFactory from 'knex';
@@ -43,7 +44,7 @@ for (const backend of backends) {
     it('the tail is stored with the outcome, read back everywhere; none is NULL; 64 KiB of multi-byte text with a NUL fits', async () => {
       const job = `out-${uid()}`;
       const tail = new OutputTail();
-            for (let i = 0; i < 4000; i++) tail.add(Buffer.from(`ligne ${i} — été €\n`));
+      for (let i = 0; i < 4000; i++) tail.add(Buffer.from(`ligne ${i} — été €\n`));
       // A NUL that reaches the store (PostgreSQL refuses it in text) is stored as U+FFFD.
       const big = `${tail.text()}\u0000`;
       expect(Buffer.byteLength(big)).toBeGreaterThan(65_535 - 200);
@@ -65,6 +66,14 @@ for (const backend of backends) {
       expect(rows.get(BASE + 180_000)!.output).toBe('');
       expect((await store.periodRuns(job, new Date(BASE)))[0]!.output).toBe('hello\n');
       expect((await store.lastRuns([job])).get(job)!.output).toBe('');
+
+      // The views read only the end (outputChars + 1 characters, counted as characters, not bytes).
+      const ends = new Map((await store.history({ job, outputChars: 10 })).map((r) => [r.scheduledAt.getTime(), r]));
+      expect(ends.get(BASE)!.output).toBe('hello\n');
+      expect(ends.get(BASE + 60_000)!.output).toBe(`${big.slice(0, -1)}\uFFFD`.slice(-11));
+      expect(ends.get(BASE + 60_000)!.output).toBe('9 — été €\n\uFFFD');
+      expect(ends.get(BASE + 120_000)!.output).toBeNull();
+      expect(ends.get(BASE + 60_000)).toMatchObject({ status: 'failed', error: 'exited with code 3', attempt: 1, periodKey: b.periodKey });
     });
 
     it('0010_run_output is applied, and goes down and up again', async () => {
