@@ -6,6 +6,9 @@
 import { extname } from 'node:path';
 import YAML from 'yaml';
 
+/** Job files that hold data, not code: they can define only a command job. */
+export const DATA_EXTENSIONS: ReadonlySet<string> = new Set(['.json', '.yaml', '.yml']);
+
 export class DataFileError extends Error {}
 
 export function parseDataJobFile(file: string, text: string): unknown {

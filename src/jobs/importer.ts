@@ -9,7 +9,7 @@ import { createRequire } from 'node:module';
 import { extname } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { createJiti } from 'jiti';
-import { parseDataJobFile } from './data-file.js';
+import { DATA_EXTENSIONS, parseDataJobFile } from './data-file.js';
 
 /** Job files may `import { defineJob } from 'cluster-cron'` without a package.json of their own. */
 export const PACKAGE_ENTRY = fileURLToPath(new URL('../index.js', import.meta.url));
@@ -30,7 +30,7 @@ export function createJobImporter(): JobImporter {
     const version = contentHash(source);
     lastImported.set(file, version);
     // A .json or .yaml job file is data (a command job): parsed, never executed.
-    if (DATA_FILE.has(extname(file).toLowerCase())) return { default: parseDataJobFile(file, source.toString('utf8')) };
+    if (DATA_EXTENSIONS.has(extname(file).toLowerCase())) return { default: parseDataJobFile(file, source.toString('utf8')) };
     if (!NATIVE_EXTENSIONS.has(extname(file))) return jiti.import(file) as Promise<Record<string, unknown> | undefined>;
     const first = firstImported.get(file);
     if (first === undefined) firstImported.set(file, version);
@@ -48,8 +48,6 @@ export function createJobImporter(): JobImporter {
     }
   };
 }
-
-const DATA_FILE = new Set(['.json', '.yaml', '.yml']);
 
 /** Files that jiti may import with Node's own (cached) import; `.ts` and `.mts` are transpiled afresh each time. */
 const NATIVE_EXTENSIONS = new Set(['.mjs', '.js']);

@@ -1,7 +1,8 @@
 /**
  * Finding and loading job files: `.ts`, `.mts`, `.js`, `.mjs` directly in the jobs folder, and
- * `.json`, `.yaml`, `.yml` (command jobs only, see importer.ts), not starting with `_` or `.`. TypeScript loads through jiti with no build step and no caches on disk
- * (a read-only root filesystem must work). A broken file never stops the valid ones, and no file can
+ * `.json`, `.yaml`, `.yml` (command jobs only, see data-file.ts), not starting with `_` or `.`.
+ * TypeScript loads through jiti with no build step and no caches on disk (a read-only root
+ * filesystem must work). A broken file never stops the valid ones, and no file can
  * stall the others: each load has a deadline (the `loadTimeout` setting), a dangling symlink, a
  * directory or anything else that is not a regular file named like a job file, and a file removed
  * while loading are each one invalid file with its reason.

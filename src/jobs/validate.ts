@@ -6,6 +6,7 @@ import { basename, extname } from 'node:path';
 import { compileSchedule, isValidTimezone, type Schedule } from '../time/schedule.js';
 import { parseDuration, DURATION_EXPECTED } from '../time/duration.js';
 import { COMMAND_FIELDS, validateCommand } from './command.js';
+import { DATA_EXTENSIONS } from './data-file.js';
 import type { CommandSpec, Isolation, Job } from './types.js';
 
 export const JOB_DEFAULTS = {
@@ -28,8 +29,6 @@ export interface JobFieldDefaults {
 export const ISOLATIONS: readonly Isolation[] = ['inline', 'worker'];
 
 const FIELDS = ['name', 'schedule', 'timezone', 'timeout', 'lockTtl', 'overlap', 'catchUp', 'coalesce', 'retries', 'retryDelay', 'enabled', 'isolation', 'run', 'onFailure', 'description', ...COMMAND_FIELDS];
-/** Job files that hold data, not code: they can define only a command job. */
-export const DATA_EXTENSIONS = new Set(['.json', '.yaml', '.yml']);
 export const JOB_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/;
 const MIN_LOCK_TTL_MS = 1000;
 
