@@ -260,6 +260,20 @@ const migrations: Migration[] = [
       await knex.schema.dropTableIfExists(ONCE_TABLE);
     },
   },
+  {
+    // A command job's last 64 KiB of stdout and stderr, written with its outcome.
+    name: '0010_run_output',
+    async up(knex) {
+      await knex.schema.alterTable(RUNS_TABLE, (t) => {
+        t.text('output', 'mediumtext').nullable();
+      });
+    },
+    async down(knex) {
+      await knex.schema.alterTable(RUNS_TABLE, (t) => {
+        t.dropColumn('output');
+      });
+    },
+  },
 ];
 
 export const migrationSource: Knex.MigrationSource<Migration> = {

@@ -48,6 +48,8 @@ export interface RunRecord {
   resultNote: string | null;
   error: string | null;
   errorStack: string | null;
+  /** A command job's last 64 KiB of stdout and stderr ('' when it printed nothing); null for other jobs, and rows from before migration 0010. */
+  output?: string | null;
 }
 
 export interface NewRun {
@@ -83,6 +85,8 @@ export interface RunOutcome {
   error?: string | null;
   errorStack?: string | null;
   reason?: string | null;
+  /** A command job's output tail (stored in the output column). */
+  output?: string | null;
   /**
    * How long before this write was sent the body started and ended, by the node's monotonic clock:
    * the store turns them into started_at and finished_at on its own clock, so that a row's times
@@ -95,6 +99,8 @@ export interface HistoryQuery {
   job?: string;
   status?: RunStatus;
   limit?: number;
+  /** Read at most this many characters plus one of each run's output, its end (views that show a little of it); default all. */
+  outputChars?: number;
 }
 
 export type InsertResult = { outcome: 'inserted'; run: RunRecord } | { outcome: 'duplicate' };
