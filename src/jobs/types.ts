@@ -25,6 +25,8 @@ export interface JobContext {
   log: Logger;
   /** True when started with --dry-run: do every read, no write. */
   dryRun: boolean;
+  /** Which shard of the period this run is (`shards: N`): index 0..count-1; { index: 0, count: 1 } for an unsharded job. */
+  shard: { index: number; count: number };
 }
 
 export type Duration = number | string;
@@ -91,6 +93,10 @@ export interface JobDefinition<R = unknown> {
    * `isolation` setting, else 'inline'.
    */
   isolation?: Isolation;
+  /** Each period's body starts this long (at most) after its instant, derived from the period key (the same on every node). Default 0. */
+  jitter?: Duration;
+  /** Each period is claimed, run and recorded as this many shards (ctx.shard), 1 to 1000. Default 1. */
+  shards?: number;
   run(ctx: JobContext): R | Promise<R>;
   /**
    * Called once per failed period (after its last attempt failed or timed out, or was abandoned with
@@ -116,6 +122,10 @@ export interface Job {
   enabled: boolean;
   /** Undefined: 'inline'. */
   isolation?: Isolation;
+  /** Undefined: 0 (no jitter). A period's body starts at its instant + jitterDelayMs(periodKey, jitterMs). */
+  jitterMs?: number;
+  /** Undefined: 1. Shards of a period: rows (job, period, shard 0..shards-1). */
+  shards?: number;
   /** The job file's path as loaded (absolute when the jobs folder is); a worker imports it from there. */
   path?: string;
   run(ctx: JobContext): unknown;

@@ -4,7 +4,8 @@
  */
 import { basename, extname } from 'node:path';
 import { compileSchedule, isValidTimezone, type Schedule } from '../time/schedule.js';
-import { parseDuration, DURATION_EXPECTED } from '../time/duration.js';
+import { parseDuration, DURATION_EXPECTED, formatDuration } from '../time/duration.js';
+import { shortestGapMs } from '../time/jitter.js';
 import type { Isolation, Job } from './types.js';
 
 export const JOB_DEFAULTS = {
@@ -26,9 +27,10 @@ export interface JobFieldDefaults {
 
 export const ISOLATIONS: readonly Isolation[] = ['inline', 'worker'];
 
-const FIELDS = ['name', 'schedule', 'timezone', 'timeout', 'lockTtl', 'overlap', 'catchUp', 'coalesce', 'retries', 'retryDelay', 'enabled', 'isolation', 'run', 'onFailure', 'description'];
+const FIELDS = ['name', 'schedule', 'timezone', 'timeout', 'lockTtl', 'overlap', 'catchUp', 'coalesce', 'retries', 'retryDelay', 'enabled', 'isolation', 'jitter', 'shards', 'run', 'onFailure', 'description'];
 export const JOB_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/;
 const MIN_LOCK_TTL_MS = 1000;
+export const MAX_SHARDS = 1000;
 
 function show(value: unknown): string {
   if (typeof value === 'function') return 'a function';
@@ -109,6 +111,23 @@ export function validateJob(file: string, exported: unknown, defaultTimezone: st
     bad('retries', def.retries, 'a whole number from 0 to 100');
   }
 
+  // jitter: shorter than the schedule's shortest gap, or a period's start would pass the next instant.
+  let jitterMs = 0;
+  if (def.jitter !== undefined) {
+    const ms = parseDuration(def.jitter);
+    if (ms === undefined) bad('jitter', def.jitter, DURATION_EXPECTED);
+    else if (schedule && ms > 0) {
+      const gap = shortestGapMs(schedule);
+      if (ms >= gap) bad('jitter', def.jitter, `a duration shorter than the schedule's shortest gap between periods (${formatDuration(gap)})`);
+      else jitterMs = ms;
+    }
+  }
+
+  const shards = def.shards ?? 1;
+  if (typeof shards !== 'number' || !Number.isInteger(shards) || shards < 1 || shards > MAX_SHARDS) {
+    bad('shards', def.shards, `a whole number from 1 to ${MAX_SHARDS}`);
+  }
+
   const isolation = def.isolation ?? defaults.isolation ?? JOB_DEFAULTS.isolation;
   if (!ISOLATIONS.includes(isolation as Isolation)) bad('isolation', def.isolation, "'inline' or 'worker'");
 
@@ -133,6 +152,8 @@ export function validateJob(file: string, exported: unknown, defaultTimezone: st
       retryDelayMs: retryDelayMs!,
       enabled: enabled as boolean,
       isolation: isolation as Isolation,
+      ...(jitterMs > 0 ? { jitterMs } : {}),
+      ...(shards !== 1 ? { shards: shards as number } : {}),
       run: def.run as Job['run'],
       ...(typeof def.onFailure === 'function' ? { onFailure: def.onFailure as Job['onFailure'] } : {}),
     },

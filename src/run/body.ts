@@ -88,6 +88,7 @@ function inline(b: BodyRun): Promise<Settled> {
     signal: b.controller.signal,
     log: b.log,
     dryRun: b.dryRun,
+    shard: { index: run.shard, count: job.shards ?? 1 },
   };
   return Promise.resolve()
     .then(() => {
@@ -126,6 +127,7 @@ async function inWorker(b: BodyRun): Promise<Settled> {
       trigger: run.trigger,
       nodeId: b.nodeId,
       dryRun: b.dryRun,
+      shard: { index: run.shard, count: job.shards ?? 1 },
       log: { level: b.log.level, bindings: b.log.bindings() },
       maxResultBytes: b.maxResultBytes,
     },

@@ -11,6 +11,7 @@ import type { Logger } from '../log.js';
 import type { Lease } from '../claim/lock.js';
 import type { FinalStatus, RunOutcome, RunRecord, RunStore } from '../store/types.js';
 import { periodKey } from '../time/schedule.js';
+import { jitterDelayMs } from '../time/jitter.js';
 import { runBody } from './body.js';
 import { LoopWatchdog } from './isolation/watchdog.js';
 import { STATUS_ON_ABORT } from './body.js';
@@ -194,7 +195,9 @@ export class Executor {
     const ref = { job: job.name, periodKey: run.periodKey, scheduledAt: run.scheduledAt, attempt: run.attempt, trigger: run.trigger, runId: run.id };
     if (!controller.signal.aborted) {
       // A scheduled period's delay is from its instant; an owed or manual attempt's from its claim.
-      const delayMs = run.trigger === 'schedule' && run.attempt === 1 ? (this.options.now ?? Date.now)() - run.scheduledAt.getTime() : started - claimSentAt;
+      // (A jittered period's from its jittered start.)
+      const delayMs = run.trigger === 'schedule' && run.attempt === 1
+        ? (this.options.now ?? Date.now)() - run.scheduledAt.getTime() - jitterDelayMs(run.periodKey, job.jitterMs ?? 0) : started - claimSentAt;
       this.events.emit({ type: 'run-started', ...ref, delayMs: Math.max(0, Math.round(delayMs)) });
     }
     // An attempt aborted before its body began (claimed as the node stopped, or its lease unproven by

@@ -10,6 +10,7 @@ import type { Job, Trigger } from '../jobs/types.js';
 import type { Logger } from '../log.js';
 import type { RunRecord, RunStore } from '../store/types.js';
 import { periodKey } from '../time/schedule.js';
+import { jitterDelayMs } from '../time/jitter.js';
 import type { AttemptResult, Executor } from './execute.js';
 import { noEvents, type ClaimOutcome, type SchedulerObserver } from '../events/events.js';
 
@@ -63,7 +64,12 @@ export class PeriodRunner {
   async runPeriod(job: Job, scheduledAt: Date, trigger: Trigger, options: RunPeriodOptions = {}): Promise<PeriodResult> {
     const attempt = options.attempt ?? 1;
     const check: OverlapCheck = job.overlap === 'allow' ? 'none' : (options.checkOverlap ?? (trigger === 'schedule' ? 'tick' : 'wait'));
-    return this.attempts(job, scheduledAt, attempt, trigger, options, () => this.claimer.claim({ job, scheduledAt, trigger, attempt, checkOverlap: check, ignorePause: options.ignorePause }));
+    // jitter: a period's first attempt (scheduled or caught up, not a manual run) starts no earlier
+    // than its instant + the delay its key derives; the claim (and so the row, the key and the
+    // missed/catchUp judgement) stays at the instant.
+    const jitter = trigger === 'manual' || attempt > 1 ? 0 : jitterDelayMs(periodKey(job.name, scheduledAt), job.jitterMs ?? 0);
+    const notBefore = jitter > 0 ? new Date(Math.max(options.notBefore?.getTime() ?? 0, scheduledAt.getTime() + jitter)) : options.notBefore;
+    return this.attempts(job, scheduledAt, attempt, trigger, { ...options, notBefore }, () => this.claimer.claim({ job, scheduledAt, trigger, attempt, checkOverlap: check, ignorePause: options.ignorePause }));
   }
 
   /** Claims an owed (pending) attempt by compare-and-set, and runs it. Never throws. */

@@ -86,6 +86,7 @@ async function run(start: WorkerStart): Promise<void> {
     signal: controller.signal,
     log,
     dryRun: start.dryRun,
+    shard: start.shard ?? { index: 0, count: 1 },
   };
   send({ type: 'running' });
   try {
