@@ -25,6 +25,8 @@ export interface AttemptResult {
   attempt: number;
   trigger: Trigger;
   runId: string;
+  /** The shard of the period (0 for an unsharded job). */
+  shard: number;
   status: FinalStatus;
   result?: unknown;
   error?: string | null;
@@ -128,9 +130,9 @@ export class Executor {
   }
 
   /** --dry-run: the body with ctx.dryRun, no row, no lock. */
-  async dryRun(job: Job, scheduledAt: Date, trigger: Trigger, attempt = 1): Promise<AttemptResult> {
+  async dryRun(job: Job, scheduledAt: Date, trigger: Trigger, attempt = 1, shard = 0): Promise<AttemptResult> {
     const fake: RunRecord = {
-      id: `dry-run-${randomUUID()}`, job: job.name, scheduledAt, periodKey: periodKey(job.name, scheduledAt), shard: 0,
+      id: `dry-run-${randomUUID()}`, job: job.name, scheduledAt, periodKey: periodKey(job.name, scheduledAt), shard,
       attempt, trigger, status: 'running', reason: null, nodeId: this.nodeId, startedAt: new Date(), claimedAt: null, runAt: null, finishedAt: null,
       durationMs: null, heartbeatAt: null, leaseMs: job.lockTtlMs, result: null, resultNote: null, error: null, errorStack: null,
     };
@@ -138,7 +140,7 @@ export class Executor {
     const started = Date.now();
     const outcome = await this.body(job, fake, controller, true);
     return {
-      job: job.name, periodKey: fake.periodKey, scheduledAt, attempt, trigger, runId: fake.id, status: outcome.status,
+      job: job.name, periodKey: fake.periodKey, scheduledAt, attempt, trigger, runId: fake.id, shard, status: outcome.status,
       result: outcome.result, error: outcome.error ?? null, durationMs: Date.now() - started, recorded: false, next: null,
     };
   }
@@ -173,7 +175,7 @@ export class Executor {
   private readonly writeWaiters = new Set<() => void>();
 
   private async attempt(job: Job, run: RunRecord, lease: Lease | null, controller: AbortController, notBefore: Date | undefined, claimSentAt: number): Promise<AttemptResult> {
-    const log = this.log.child({ job: job.name, periodKey: run.periodKey, runId: run.id, attempt: run.attempt });
+    const log = this.log.child({ job: job.name, periodKey: run.periodKey, runId: run.id, attempt: run.attempt, ...((job.shards ?? 1) > 1 ? { shard: run.shard } : {}) });
     // The lease is kept from the claim until the outcome has been written, not only while the body runs:
     // a finished run whose outcome waits for the store must not look abandoned meanwhile.
     const keeper = this.keepLease(job, run, lease, controller, log, claimSentAt);
@@ -225,7 +227,7 @@ export class Executor {
     });
     return {
       job: job.name, periodKey: run.periodKey, scheduledAt: run.scheduledAt, attempt: run.attempt, trigger: run.trigger,
-      runId: run.id, status: written.status, result: outcome.result, error: outcome.error ?? null, durationMs, recorded: written.written, next: written.next,
+      runId: run.id, shard: run.shard, status: written.status, result: outcome.result, error: outcome.error ?? null, durationMs, recorded: written.written, next: written.next,
     };
   }
 
