@@ -20,6 +20,8 @@ interface PeriodRef {
   periodKey: string;
   /** The period's instant. */
   scheduledAt: Date;
+  /** The shard of a sharded job's period (absent: 0). */
+  shard?: number;
 }
 
 export type SchedulerEvent =

@@ -58,6 +58,8 @@ export interface FailureOutcome {
   periodKey: string;
   /** Null when the period ended by a takeover (its node stopped heartbeating). */
   trigger: Trigger | null;
+  /** A sharded job: the shard that failed (the hook is called once per failed shard); 0 otherwise. */
+  shard: number;
 }
 
 /** Where a job body runs: in the scheduler's own thread, or in a worker thread that can be terminated. */
