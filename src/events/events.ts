@@ -20,7 +20,7 @@ interface PeriodRef {
   periodKey: string;
   /** The period's instant. */
   scheduledAt: Date;
-  /** The shard of a sharded job's period (absent: 0). */
+  /** The shard of a sharded job's period, when not 0. */
   shard?: number;
 }
 

@@ -194,7 +194,7 @@ export class Executor {
       });
     }
     const started = performance.now();
-    const ref = { job: job.name, periodKey: run.periodKey, scheduledAt: run.scheduledAt, attempt: run.attempt, trigger: run.trigger, runId: run.id, shard: run.shard };
+    const ref = { job: job.name, periodKey: run.periodKey, scheduledAt: run.scheduledAt, attempt: run.attempt, trigger: run.trigger, runId: run.id, ...(run.shard > 0 ? { shard: run.shard } : {}) };
     if (!controller.signal.aborted) {
       // A scheduled period's delay is from its instant; an owed or manual attempt's from its claim.
       // (A jittered period's from its jittered start.)

@@ -7,7 +7,8 @@
  *   shards are spread: at least 2 nodes win shards (reported per period too).
  * - `jittered`: every 2 seconds, jitter 1500ms. Each period once, its body started at the instant +
  *   the delay derived from its key (history's startedAt - scheduledAt, and the body's own clock).
- * - `held`: every 4 seconds, 3 shards of 2.5 s each, lockTtl 2s. A node running one of its shards is
+ * - `held`: every 4 seconds, 3 shards of 2.5 s each in worker threads (ctx.shard crosses into the
+ *   worker), lockTtl 2s. A node running one of its shards is
  *   killed (-9): that shard alone is taken over (attempt 2 on another node, run to its end), the
  *   period's other shards are not run again.
  */
@@ -52,6 +53,7 @@ export default {
   schedule: '*/4 * * * * *',
   shards: 3,
   lockTtl: '2s',
+  isolation: 'worker',
   catchUp: '30s',
   async run(ctx) {
     const me = { key: ctx.periodKey, shard: ctx.shard.index, attempt: ctx.attempt, node: ctx.nodeId };
@@ -211,6 +213,9 @@ describe('shards and jitter on 3 nodes (MariaDB, Redis)', () => {
         if (starts.some((e) => e.node === victim.node)) expect(rowsOf(shard)).toEqual([[1, 'abandoned'], [2, 'succeeded']]);
         else expect(rowsOf(shard), `shard ${shard} of ${victim.key}`).toEqual([[1, 'succeeded']]);
       }
+      // ctx.shard reached the worker: the periods before the kill ran shards 0, 1 and 2.
+      const early = effects.filter((e) => e.ev === 'end' && instantOf(e.key) < killedAt - 4000);
+      for (const key of new Set(early.map((e) => e.key))) expect(early.filter((e) => e.key === key).map((e) => e.shard).sort(), key).toEqual([0, 1, 2]);
       // Every held (period, shard) that started before the kill ended, in one attempt or its takeover.
       const started = effects.filter((e) => e.ev === 'start' && e.attempt === 1 && instantOf(e.key) < killedAt - 4000);
       for (const s of started) expect(effects.some((e) => e.ev === 'end' && e.key === s.key && e.shard === s.shard), `${s.key} shard ${s.shard} ended`).toBe(true);
