@@ -1,11 +1,17 @@
 /**
  * `jitter` and `shards` as job fields: the jitter's derivation (the same on every call and node,
- * spread over [0, jitter)), and the validation of both fields (one line naming file and field).
+ * spread over [0, jitter)), the validation of both fields (one line naming file and field), and how
+ * history and the status page show a period's shards together.
  */
 import { describe, expect, it } from 'vitest';
 import { validateJob } from '../../src/jobs/validate.js';
 import { compileSchedule, periodKey } from '../../src/time/schedule.js';
 import { jitterDelayMs, shortestGapMs } from '../../src/time/jitter.js';
+import { historyText } from '../../src/cli/history.js';
+import { jobPageBody } from '../../src/http/page/render.js';
+import { adjacentPeriods, shardText } from '../../src/output/periods.js';
+import { runView } from '../../src/status/reader.js';
+import type { RunRecord } from '../../src/store/types.js';
 
 const noop = async () => {};
 const FILE = 'jobs/spread.ts';
@@ -84,5 +90,54 @@ describe('validateJob: shards', () => {
     for (const shards of [0, 1001, 2.5, '4', -1]) {
       expect(problemOf({ shards }, 'shards')).toContain('expected a whole number from 1 to 1000');
     }
+  });
+});
+
+describe('a period\'s shards shown together', () => {
+  const at = (iso: string) => new Date(iso);
+  function row(job: string, scheduledAt: string, shard: number, attempt = 1, over: Partial<RunRecord> = {}): RunRecord {
+    return {
+      id: `${job}-${scheduledAt}-${shard}-${attempt}`, job, scheduledAt: at(scheduledAt), periodKey: `${job}@${at(scheduledAt).toISOString()}`, shard, attempt,
+      trigger: 'schedule', status: 'succeeded', reason: null, nodeId: `node-${shard % 3}`, startedAt: at(scheduledAt), claimedAt: at(scheduledAt), runAt: null,
+      finishedAt: at(scheduledAt), durationMs: 12, heartbeatAt: null, leaseMs: 30_000, result: null, resultNote: null, error: null, errorStack: null, ...over,
+    };
+  }
+  // Newest first by start, as the store returns them: the shards of two periods interleaved with another job.
+  const runs = [
+    row('split', '2026-12-01T10:00:01Z', 2), row('other', '2026-12-01T10:00:01Z', 0), row('split', '2026-12-01T10:00:01Z', 0),
+    row('split', '2026-12-01T10:00:00Z', 3), row('split', '2026-12-01T10:00:01Z', 1, 2), row('split', '2026-12-01T10:00:01Z', 1, 1, { status: 'failed' }),
+    row('split', '2026-12-01T10:00:00Z', 1),
+  ];
+
+  it('adjacentPeriods: the rows of one period together, where its newest row is, by shard (attempts newest first)', () => {
+    expect(adjacentPeriods(runs).map((r) => `${r.job} ${r.scheduledAt.toISOString().slice(17, 19)} ${r.shard}#${r.attempt}`)).toEqual([
+      'split 01 0#1', 'split 01 1#2', 'split 01 1#1', 'split 01 2#1', 'other 01 0#1', 'split 00 1#1', 'split 00 3#1',
+    ]);
+  });
+
+  it('history text: a SHARD column i/N when a sharded job is among the rows; none otherwise', () => {
+    const view = { now: at('2026-12-01T10:01:00Z'), zoneOf: () => 'UTC' };
+    const text = historyText(adjacentPeriods(runs), view, (job) => (job === 'split' ? 4 : 1));
+    const lines = text.split('\n');
+    expect(lines[0]).toMatch(/^JOB +PERIOD +SHARD +ATTEMPT +TRIGGER +STATUS +DURATION$/);
+    const cells = lines.filter((l) => /^(split|other) /.test(l)).map((l) => l.split(/ {2,}/).slice(0, 4).join(' | '));
+    expect(cells).toEqual([
+      'split | 12-01 10:00:01Z | 0/4 | 1', 'split | 12-01 10:00:01Z | 1/4 | 2', 'split | 12-01 10:00:01Z | 1/4 | 1', 'split | 12-01 10:00:01Z | 2/4 | 1',
+      'other | 12-01 10:00:01Z | - | 1', 'split | 12-01 10:00:00Z | 1/4 | 1', 'split | 12-01 10:00:00Z | 3/4 | 1',
+    ]);
+    expect(historyText([row('other', '2026-12-01T10:00:01Z', 0)], view).split('\n')[0]).not.toContain('SHARD');
+    expect(shardText(0, 1)).toBe('');
+    expect(shardText(3, 4)).toBe('3/4');
+  });
+
+  it('status page: a sharded job\'s page has a shard column, its rows marked by shard', () => {
+    const base = { name: 'split', schedule: '* * * * * *', timezone: 'UTC', next: [], last: null, lastSuccessAt: null, paused: null, running: 0, failures24h: 0, missed24h: 0, overlap: 'skip' as const, timeout: null, retries: 0, file: 'jobs/split.mjs' };
+    const detail = { job: { ...base, shards: 4 }, runs: adjacentPeriods(runs).filter((r) => r.job === 'split').map(runView), periods: [] };
+    const html = String(jobPageBody(detail, at('2026-12-01T10:01:00Z')));
+    expect(html).toContain('<th>shard</th>');
+    expect([...html.matchAll(/data-shard="(\d)"/g)].map((m) => m[1])).toEqual(['0', '1', '1', '2', '1', '3']);
+    expect(html).toContain('<td class="num">2/4</td>');
+    const plain = String(jobPageBody({ ...detail, job: { ...base, shards: 1 } }, at('2026-12-01T10:01:00Z')));
+    expect(plain).not.toContain('<th>shard</th>');
   });
 });
