@@ -139,7 +139,7 @@ export class Claimer {
     return this.guarded(shardKey(key, shard), attempt, job.lockTtlMs, async () => {
       const ttl = job.lockTtlMs;
       if (check === 'wait') {
-        const live = others(await this.store.liveRuns(job.name, ttl), key, scheduledAt, false, shard);
+        const live = others(await this.store.liveRuns(job.name, ttl, shard), key, scheduledAt, false, shard);
         if (live.length > 0) return { outcome: 'blocked-overlap', running: live[0] };
       }
       // The tick's overlap check and the pause go out beside the INSERT (one round trip on the path to
@@ -147,7 +147,7 @@ export class Claimer {
       const sentAt = performance.now();
       const [inserted, live, paused] = await Promise.all([
         this.store.insertRun({ job: job.name, scheduledAt, periodKey: key, attempt, trigger, nodeId: this.nodeId, leaseMs: ttl, shard }),
-        check !== 'none' ? this.store.liveRuns(job.name, ttl) : Promise.resolve([]),
+        check !== 'none' ? this.store.liveRuns(job.name, ttl, shard) : Promise.resolve([]),
         this.pauseOf(job.name, ignorePause),
       ]);
       if (inserted.outcome === 'duplicate') return { outcome: 'lost-row' };
@@ -177,7 +177,7 @@ export class Claimer {
     return this.guarded(shardKey(key, shard), pending.attempt, job.lockTtlMs, async () => {
       const ttl = job.lockTtlMs;
       // A paused job's owed attempt stays pending (no write at all): it runs after `resume`.
-      const [before, pausedBefore] = await Promise.all([skip ? this.store.liveRuns(job.name, ttl) : Promise.resolve([]), this.pauseOf(job.name, options.ignorePause)]);
+      const [before, pausedBefore] = await Promise.all([skip ? this.store.liveRuns(job.name, ttl, shard) : Promise.resolve([]), this.pauseOf(job.name, options.ignorePause)]);
       if (pausedBefore) return { outcome: 'paused', pausedReason: pausedBefore.reason };
       const live = others(before, key, scheduledAt, false, shard);
       if (live.length > 0) return { outcome: 'blocked-overlap', running: live[0] };
@@ -187,7 +187,7 @@ export class Claimer {
       // With overlap 'skip', again after the compare-and-set, beside the overlap check (no extra round
       // trip): a pause that landed meanwhile gives the attempt back.
       const [after, pausedAfter] = skip
-        ? await Promise.all([this.store.liveRuns(job.name, ttl), this.pauseOf(job.name, options.ignorePause)])
+        ? await Promise.all([this.store.liveRuns(job.name, ttl, shard), this.pauseOf(job.name, options.ignorePause)])
         : [[], null];
       if (pausedAfter) {
         await this.store.releasePending(run.id, this.nodeId);

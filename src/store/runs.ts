@@ -364,10 +364,10 @@ export class KnexRunStore implements RunStore {
     });
   }
 
-  async liveRuns(job: string, leaseMs?: number): Promise<RunRecord[]> {
+  async liveRuns(job: string, leaseMs?: number, shard?: number): Promise<RunRecord[]> {
     return this.leased('read running runs', leaseMs, async () => {
       const rows = await this.table()
-        .where({ job, status: 'running' })
+        .where({ job, status: 'running', ...(shard !== undefined ? { shard } : {}) })
         .andWhereRaw(`heartbeat_at + lease_ms >= ${this.db.dialect.nowMs}`)
         .orderBy('scheduled_at', 'asc');
       return (rows as Row[]).map(toRecord);

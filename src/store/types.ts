@@ -186,8 +186,8 @@ export interface RunStore {
   heartbeat(runId: string, nodeId: string, leaseMs?: number): Promise<boolean>;
   /** Every attempt of one period, oldest first. */
   periodRuns(job: string, scheduledAt: Date, shard?: number): Promise<RunRecord[]>;
-  /** The job's runs with status 'running' whose heartbeat is younger than their lease (store clock). */
-  liveRuns(job: string, leaseMs?: number): Promise<RunRecord[]>;
+  /** The job's runs with status 'running' whose heartbeat is younger than their lease (store clock); of one shard only, when given. */
+  liveRuns(job: string, leaseMs?: number, shard?: number): Promise<RunRecord[]>;
   /** Running attempts whose heartbeat is older than their lease, by the store's clock, the stalest first. */
   staleRuns(limit?: number): Promise<RunRecord[]>;
   /** Period instants (epoch ms) of the job that have a row (of each of its `shards`, default 1), in [fromMs, toMs]. */

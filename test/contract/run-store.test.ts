@@ -1109,6 +1109,9 @@ export function describeRunStore(backend: Backend): void {
       expect((await store.insertRun(newRun(job, p0, { shard: 2, nodeId: 'node-x' }))).outcome).toBe('duplicate');
       expect((await store.periodRuns(job, p0, 2)).map((r) => r.nodeId)).toEqual(['node-2']);
       expect((await store.periodRuns(job, p0)).map((r) => r.shard)).toEqual([0]);
+      // Live runs of one shard (the overlap check of a shard's claim): that shard's rows only.
+      expect((await store.liveRuns(job, 30_000, 2)).map((r) => [r.shard, r.nodeId])).toEqual([[2, 'node-2']]);
+      expect((await store.liveRuns(job)).map((r) => r.shard).sort()).toEqual([0, 1, 2, 3]);
       // p1: shards 0 and 2 only (one skipped marker, one run).
       await inserted(store, newRun(job, p1, { shard: 0 }));
       await expect(store.insertSkipped([skipped(job, p1, { shard: 2, reason: 'missed' }), skipped(job, p1, { shard: 0, reason: 'missed' })])).resolves.toBe(1);
