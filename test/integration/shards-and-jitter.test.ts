@@ -17,6 +17,7 @@ import { jitterDelayMs } from '../../src/time/jitter.js';
 import { createMariaDb, type TestDatabase } from '../helpers/databases.js';
 import { startRedisServers, waitFor, type RedisServer } from '../helpers/redis.js';
 import { Workspace } from '../helpers/workspace.js';
+import { runCli } from '../helpers/cli.js';
 import { Cluster } from '../fault/harness.js';
 import { instantOf } from './cluster-scenario.js';
 
@@ -198,6 +199,33 @@ describe('shards and jitter on 3 nodes (MariaDB, Redis)', () => {
       }
       expect(delays.size, 'the delays differ across periods').toBeGreaterThan(1);
       expect(runs.filter((r) => r.job === 'jittered' && r.reason === 'missed')).toEqual([]);
+
+      // --- the command line on a sharded period (the cluster stopped) ---
+      const cli = (args: string[]) => runCli(args, { cwd: ws.dir, env: { ...env, SCHEDULER_JOBS_DIR: ws.jobsDir } });
+      // history shows a period's shards together: each period one block of rows, a complete one 0/4..3/4.
+      const text = await cli(['history', 'sharded', '--limit', '60', '--utc']);
+      expect(text.code, text.stderr).toBe(0);
+      const table = text.stdout.split('\n').filter((l) => /^(JOB|sharded) /.test(l));
+      expect(table[0]).toMatch(/^JOB +PERIOD +SHARD +ATTEMPT/);
+      const cellsOf = table.slice(1).map((l) => l.split(/ {2,}/)).map((c) => ({ period: c[1]!, shard: c[2]! }));
+      const blocks: Array<{ period: string; shards: string[] }> = [];
+      for (const c of cellsOf) {
+        if (blocks[blocks.length - 1]?.period === c.period) blocks[blocks.length - 1]!.shards.push(c.shard);
+        else blocks.push({ period: c.period, shards: [c.shard] });
+      }
+      expect(new Set(blocks.map((b) => b.period)).size, 'each period in one block of adjacent rows').toBe(blocks.length);
+      expect(blocks.slice(0, -1).filter((b) => b.shards.join() === '0/4,1/4,2/4,3/4').length).toBeGreaterThanOrEqual(blocks.length - 4);
+      // run-once on a sharded period: refused when every shard succeeded; --shard 1 --force runs that shard alone.
+      const done = new Date(instantOf(phase1[0]!.key)).toISOString();
+      const refused = await cli(['run-once', 'sharded', '--period', done]);
+      expect(refused.code, refused.stderr + refused.stdout).toBe(3);
+      expect(refused.stdout).toContain('already succeeded on every shard (4)');
+      const one = await cli(['run-once', 'sharded', '--period', done, '--shard', '1', '--force', '--json']);
+      expect(one.code, one.stderr).toBe(0);
+      expect((JSON.parse(one.stdout) as { runs: Array<{ shard: number; attempt: number; status: string }> }).runs.map((r) => [r.shard, r.attempt, r.status])).toEqual([[1, 2, 'succeeded']]);
+      const bad = await cli(['run-once', 'sharded', '--shard', '4']);
+      expect(bad.code).toBe(2);
+      expect(bad.stderr.trim().split('\n')).toEqual(["scheduler: invalid --shard 4: job 'sharded' has 4 shards (0 to 3)"]);
 
       // --- held: the killed node's shard alone was taken over ---
       const effects = held();
