@@ -215,6 +215,12 @@ describe('shards and jitter on 3 nodes (MariaDB, Redis)', () => {
       }
       expect(new Set(blocks.map((b) => b.period)).size, 'each period in one block of adjacent rows').toBe(blocks.length);
       expect(blocks.slice(0, -1).filter((b) => b.shards.join() === '0/4,1/4,2/4,3/4').length).toBeGreaterThanOrEqual(blocks.length - 4);
+      // next shows a jittered job's starts: the instant + the derived delay.
+      const next = await cli(['next', 'jittered', '-n', '3', '--json']);
+      expect(next.code, next.stderr).toBe(0);
+      const shown = JSON.parse(next.stdout) as { jitterMs: number; periods: Array<{ utc: string; start: string }> };
+      expect(shown.jitterMs).toBe(1500);
+      for (const p of shown.periods) expect(Date.parse(p.start) - Date.parse(p.utc)).toBe(jitterDelayMs(`jittered@${p.utc}`, 1500));
       // run-once on a sharded period: refused when every shard succeeded; --shard 1 --force runs that shard alone.
       const done = new Date(instantOf(phase1[0]!.key)).toISOString();
       const refused = await cli(['run-once', 'sharded', '--period', done]);
