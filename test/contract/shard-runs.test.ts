@@ -166,6 +166,42 @@ describe('shards: the reconciler judges a period by every shard', () => {
   });
 });
 
+describe('shards: pause and coalesce', () => {
+  it('a paused job: every shard of the period is recorded skipped (paused), no body runs', async () => {
+    const seen: string[] = [];
+    const job = shardJob(3, seen);
+    await jobStore.setPaused(job.name, true, 'maintenance');
+    const at = new Date(Math.floor(Date.now() / 1000) * 1000 - 2000);
+    const result = await node('p').runner.runPeriod(job, at, 'schedule');
+    expect(result.shards!.map((s) => s.claim)).toEqual(['skipped-paused', 'skipped-paused', 'skipped-paused']);
+    expect((await shardsOf(job, at)).map((rows) => rows.map((r) => [r.status, r.reason]))).toEqual([0, 1, 2].map(() => [['skipped', 'paused']]));
+    expect(seen).toEqual([]);
+  });
+
+  it('coalesce: of two periods each missing a shard, the earlier one\'s missing shard is recorded coalesced, the latest\'s is run', async () => {
+    const seen: string[] = [];
+    const job = shardJob(2, seen, { catchUpMs: 30 * SECOND, coalesce: true });
+    const now = Math.floor(Date.now() / 1000) * 1000;
+    const upTo = now - 3000;
+    const earlier = new Date(upTo - 1000);
+    const latest = new Date(upTo);
+    for (const at of [earlier, latest]) {
+      const ins = await store.insertRun({ job: job.name, scheduledAt: at, periodKey: periodKey(job.name, at), attempt: 1, trigger: 'schedule', nodeId: 'gone', leaseMs: 5000, shard: 0 });
+      if (ins.outcome !== 'inserted') throw new Error('insert');
+      await store.finishRun(ins.run.id, 'gone', { status: 'succeeded' });
+    }
+    const n = node('co');
+    await jobStore.declare([{ name: job.name, reconciledThrough: earlier.getTime() - 1 }]);
+    await n.reconciler.declare([job], new Date(now), 'next');
+    const result = await n.reconciler.reconcile([job], { upTo: new Date(upTo), now: new Date(now) });
+    const ran = (await Promise.all(result.ran)).flat();
+    expect(ran.map((r) => [r.scheduledAt.getTime(), r.attempts.map((a) => [a.shard, a.trigger])])).toEqual([[latest.getTime(), [[1, 'catch-up']]]]);
+    expect((await store.periodRuns(job.name, earlier, 1)).map((r) => [r.status, r.reason])).toEqual([['skipped', 'coalesced']]);
+    expect((await store.periodRuns(job.name, latest, 1)).map((r) => [r.status, r.nodeId])).toEqual([['succeeded', 'co']]);
+    expect(result.coalesced).toBe(1);
+  });
+});
+
 describe('shards: manual runs of a period', () => {
   const row = (index: number, status: RunRecord['status'], attempt = 1) => ({ periodKey: 'j@x', attempt, status, nodeId: 'n', runAt: null }) as unknown as RunRecord;
 
