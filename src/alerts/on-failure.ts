@@ -30,11 +30,11 @@ export class FailureHooks implements SchedulerObserver {
     let outcome: FailureOutcome;
     if (event.type === 'run-finished') {
       if (!event.recorded || !event.final || (event.status !== 'failed' && event.status !== 'timed_out')) return;
-      outcome = { status: event.status, error: event.error, attempt: event.attempt, period: event.scheduledAt, periodKey: event.periodKey, trigger: event.trigger };
+      outcome = { status: event.status, error: event.error, attempt: event.attempt, period: event.scheduledAt, periodKey: event.periodKey, trigger: event.trigger, shard: event.shard ?? 0 };
     } else if (event.type === 'takeover' && event.result === 'failed') {
       outcome = {
         status: 'failed', error: `attempt ${event.attempt} abandoned (node ${event.deadNode} stopped heartbeating) and no attempt is left`,
-        attempt: event.attempt, period: event.scheduledAt, periodKey: event.periodKey, trigger: null,
+        attempt: event.attempt, period: event.scheduledAt, periodKey: event.periodKey, trigger: null, shard: event.shard ?? 0,
       };
     } else {
       return;

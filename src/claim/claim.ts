@@ -15,6 +15,10 @@
  *   claiming they look again for an earlier period's live run, so that of two claims racing, the
  *   earlier period runs and the later one is recorded skipped (or given back, if it was pending).
  *
+ * Shards (`shards: N`): each shard of a period is claimed like a period of its own (its own row, lock
+ * key and attempts); overlap 'skip' is per shard (shard i of a period waits for, or is skipped by, a
+ * live run of shard i of an earlier period only).
+ *
  * Pause (`pause <job>`, the jobs table) is read on the claim path too, beside the INSERT like the
  * tick's overlap check, so it costs the body no extra round trip. A paused job's inserted row is
  * recorded skipped (reason paused); a paused job's owed attempt is not claimed (it stays pending).
@@ -52,6 +56,8 @@ export interface ClaimRequest {
   checkOverlap: OverlapCheck;
   /** Run even when the job is paused (`run-once <job> --force`). */
   ignorePause?: boolean;
+  /** The shard of the period (default 0). */
+  shard?: number;
 }
 
 /** Where the claim reads whether a job is paused (the jobs table). */
@@ -65,25 +71,36 @@ export function attemptLockKey(key: string, attempt: number): string {
   return attempt > 1 ? `${key}#${attempt}` : key;
 }
 
-/** Live runs of the job's other periods (only the earlier ones, with `earlierOnly`). */
-function others(live: RunRecord[], key: string, scheduledAt: Date, earlierOnly: boolean): RunRecord[] {
-  return live.filter((r) => r.periodKey !== key && (!earlierOnly || r.scheduledAt.getTime() < scheduledAt.getTime()));
+/**
+ * A shard of a period, as a claim names it (lock resource, in-process guard): the period key for
+ * shard 0 (so an unsharded job's keys are what they always were), `<job>@<ISO>#s<i>` for the others.
+ */
+export function shardKey(key: string, shard: number): string {
+  return shard > 0 ? `${key}#s${shard}` : key;
+}
+
+/** Live runs of the same shard of the job's other periods (only the earlier ones, with `earlierOnly`). */
+function others(live: RunRecord[], key: string, scheduledAt: Date, earlierOnly: boolean, shard: number): RunRecord[] {
+  return live.filter((r) => r.periodKey !== key && r.shard === shard && (!earlierOnly || r.scheduledAt.getTime() < scheduledAt.getTime()));
 }
 
 export class Claimer {
   /** Periods this process is handling: it never races itself for them (guard ahead of Redis). */
   private readonly inHand = new Set<string>();
+  readonly nodeId: string;
   private lockDown = false;
   private pauseWarnedAt = -Infinity;
 
   constructor(
     private readonly store: RunStore,
     private readonly lock: LockProvider,
-    private readonly nodeId: string,
+    nodeId: string,
     private readonly log: Logger,
     /** The jobs table, for pauses; none: nothing is ever paused (tests of the claim alone). */
     private readonly pauses?: PauseSource,
-  ) {}
+  ) {
+    this.nodeId = nodeId;
+  }
 
   /** The job's pause, or null when it is not paused (or the claim ignores pauses). */
   private pauseOf(job: string, ignore = false): Promise<{ reason: string | null } | null> {
@@ -110,26 +127,27 @@ export class Claimer {
     this.log.warn({ err: { message: errorMessage(err) } }, 'Redis quorum unreachable: claims go on through the run row alone');
   }
 
-  isInHand(key: string): boolean {
-    return this.inHand.has(key);
+  isInHand(key: string, shard = 0): boolean {
+    return this.inHand.has(shardKey(key, shard));
   }
 
   /** Claims attempt `attempt` of a period by inserting its row. */
   claim(req: ClaimRequest): Promise<ClaimResult> {
     const { job, scheduledAt, trigger, attempt, checkOverlap: check, ignorePause } = req;
+    const shard = req.shard ?? 0;
     const key = periodKey(job.name, scheduledAt);
-    return this.guarded(key, attempt, job.lockTtlMs, async () => {
+    return this.guarded(shardKey(key, shard), attempt, job.lockTtlMs, async () => {
       const ttl = job.lockTtlMs;
       if (check === 'wait') {
-        const live = others(await this.store.liveRuns(job.name, ttl), key, scheduledAt, false);
+        const live = others(await this.store.liveRuns(job.name, ttl, shard), key, scheduledAt, false, shard);
         if (live.length > 0) return { outcome: 'blocked-overlap', running: live[0] };
       }
       // The tick's overlap check and the pause go out beside the INSERT (one round trip on the path to
       // the body, not two).
       const sentAt = performance.now();
       const [inserted, live, paused] = await Promise.all([
-        this.store.insertRun({ job: job.name, scheduledAt, periodKey: key, attempt, trigger, nodeId: this.nodeId, leaseMs: ttl }),
-        check !== 'none' ? this.store.liveRuns(job.name, ttl) : Promise.resolve([]),
+        this.store.insertRun({ job: job.name, scheduledAt, periodKey: key, attempt, trigger, nodeId: this.nodeId, leaseMs: ttl, shard }),
+        check !== 'none' ? this.store.liveRuns(job.name, ttl, shard) : Promise.resolve([]),
         this.pauseOf(job.name, ignorePause),
       ]);
       if (inserted.outcome === 'duplicate') return { outcome: 'lost-row' };
@@ -140,7 +158,7 @@ export class Claimer {
       }
       // Only a live run of an EARLIER period blocks now, so that two periods claimed at the same moment
       // cannot skip each other. The row is ours already: the skip is recorded on it.
-      const earlier = others(live, key, scheduledAt, true);
+      const earlier = others(live, key, scheduledAt, true, shard);
       if (earlier.length > 0) {
         await this.store.finishRun(inserted.run.id, this.nodeId, { status: 'skipped', reason: 'overlap' }, ttl);
         return { outcome: 'skipped-overlap', running: earlier[0] };
@@ -155,13 +173,13 @@ export class Claimer {
    */
   claimPending(job: Job, pending: RunRecord, options: { ignorePause?: boolean } = {}): Promise<ClaimResult> {
     const skip = job.overlap === 'skip';
-    const { periodKey: key, scheduledAt } = pending;
-    return this.guarded(key, pending.attempt, job.lockTtlMs, async () => {
+    const { periodKey: key, scheduledAt, shard } = pending;
+    return this.guarded(shardKey(key, shard), pending.attempt, job.lockTtlMs, async () => {
       const ttl = job.lockTtlMs;
       // A paused job's owed attempt stays pending (no write at all): it runs after `resume`.
-      const [before, pausedBefore] = await Promise.all([skip ? this.store.liveRuns(job.name, ttl) : Promise.resolve([]), this.pauseOf(job.name, options.ignorePause)]);
+      const [before, pausedBefore] = await Promise.all([skip ? this.store.liveRuns(job.name, ttl, shard) : Promise.resolve([]), this.pauseOf(job.name, options.ignorePause)]);
       if (pausedBefore) return { outcome: 'paused', pausedReason: pausedBefore.reason };
-      const live = others(before, key, scheduledAt, false);
+      const live = others(before, key, scheduledAt, false, shard);
       if (live.length > 0) return { outcome: 'blocked-overlap', running: live[0] };
       const sentAt = performance.now();
       const run = await this.store.claimPending(pending.id, this.nodeId, ttl);
@@ -169,13 +187,13 @@ export class Claimer {
       // With overlap 'skip', again after the compare-and-set, beside the overlap check (no extra round
       // trip): a pause that landed meanwhile gives the attempt back.
       const [after, pausedAfter] = skip
-        ? await Promise.all([this.store.liveRuns(job.name, ttl), this.pauseOf(job.name, options.ignorePause)])
+        ? await Promise.all([this.store.liveRuns(job.name, ttl, shard), this.pauseOf(job.name, options.ignorePause)])
         : [[], null];
       if (pausedAfter) {
         await this.store.releasePending(run.id, this.nodeId);
         return { outcome: 'paused', pausedReason: pausedAfter.reason };
       }
-      const earlier = others(after, key, scheduledAt, true);
+      const earlier = others(after, key, scheduledAt, true, shard);
       if (earlier.length > 0) {
         await this.store.releasePending(run.id, this.nodeId);
         return { outcome: 'blocked-overlap', running: earlier[0] };

@@ -7,6 +7,7 @@ import type { RunRecord } from '../store/types.js';
 import { formatLocal, relativeTime, truncate, zoneOffset } from '../time/display.js';
 import { jobsOf, parseCount, print, setup, withCommonOptions, type CommonOptions } from './common.js';
 import { unknownJob } from './next.js';
+import { adjacentPeriods, shardText } from '../output/periods.js';
 import { NAME_WIDTH, durationText, fittedTable, runView, wrapParts, type TimeView } from './views.js';
 
 export function historyCommand(program: Command): void {
@@ -24,7 +25,8 @@ export function historyCommand(program: Command): void {
       const { config } = setup(options);
       const store = await openStore(config);
       try {
-        const runs = await store.history({ job, status: options.status as RunStatus | undefined, limit });
+        // The rows of one period (its shards) together, where its newest row is.
+        const runs = adjacentPeriods(await store.history({ job, status: options.status as RunStatus | undefined, limit }));
         // No row of that name: a typo, most likely. A job that has rows is shown whether or not its
         // file is still in the jobs folder (a removed job keeps its history); one that has none must
         // at least be defined there, else it is refused naming the known jobs.
@@ -32,12 +34,12 @@ export function historyCommand(program: Command): void {
           const any = options.status === undefined ? runs : await store.history({ job, limit: 1 });
           if (any.length === 0) await refuseUnknown(job, config);
         }
-        const zones = options.json || options.utc || runs.length === 0 ? new Map<string, string>() : await jobZones(config);
+        const defined = options.json || runs.length === 0 ? new Map<string, { timezone: string; shards: number }>() : await jobZones(config);
         print(options.json, runs.map(runView), () => runs.length === 0 ? 'no runs recorded' : historyText(runs, {
           now: new Date(),
           // A removed job's rows (no file to read its zone from) are shown in UTC.
-          zoneOf: (name) => (options.utc ? 'UTC' : zones.get(name) ?? 'UTC'),
-        }));
+          zoneOf: (name) => (options.utc ? 'UTC' : defined.get(name)?.timezone ?? 'UTC'),
+        }, (name) => defined.get(name)?.shards));
       } finally {
         await store.close();
       }
@@ -56,11 +58,11 @@ async function refuseUnknown(job: string, config: Config): Promise<void> {
   throw unknownJob(job, loaded.jobs.map((j) => j.name), loaded.invalid);
 }
 
-/** Each job's zone, from the jobs folder; none when it cannot be read (the rows are then shown in UTC). */
-async function jobZones(config: Config): Promise<Map<string, string>> {
+/** Each job's zone and shards, from the jobs folder; none when it cannot be read (the rows are then shown in UTC). */
+async function jobZones(config: Config): Promise<Map<string, { timezone: string; shards: number }>> {
   try {
     const { jobs } = await jobsOf(config);
-    return new Map(jobs.map((j) => [j.name, j.timezone]));
+    return new Map(jobs.map((j) => [j.name, { timezone: j.timezone, shards: j.shards ?? 1 }]));
   } catch {
     return new Map();
   }
@@ -71,8 +73,10 @@ async function jobZones(config: Config): Promise<Map<string, string>> {
  * trigger, status and duration; under it the node, the start and the end (or when a pending attempt
  * is due) and the reason; then the error or the result note.
  */
-export function historyText(runs: RunRecord[], view: TimeView): string {
-  const rows: Array<{ cells: string[]; below?: string[] }> = [{ cells: ['JOB', 'PERIOD', 'ATTEMPT', 'TRIGGER', 'STATUS', 'DURATION'] }];
+export function historyText(runs: RunRecord[], view: TimeView, shardsOf: (job: string) => number | undefined = () => undefined): string {
+  // A SHARD column (`2/4`: ctx.shard.index / count) when a row is of a sharded job.
+  const sharded = runs.some((r) => r.shard > 0 || (shardsOf(r.job) ?? 1) > 1);
+  const rows: Array<{ cells: string[]; below?: string[] }> = [{ cells: ['JOB', 'PERIOD', ...(sharded ? ['SHARD'] : []), 'ATTEMPT', 'TRIGGER', 'STATUS', 'DURATION'] }];
   for (const r of runs) {
     const zone = view.zoneOf(r.job);
     const at = (d: Date) => formatLocal(d, zone, 'compact');
@@ -84,7 +88,7 @@ export function historyText(runs: RunRecord[], view: TimeView): string {
     const problem = r.error ?? r.resultNote;
     if (problem) below.push(truncate(`  ${r.error ? 'error' : 'note'}: ${problem.split('\n')[0]}`, 100));
     rows.push({
-      cells: [truncate(r.job, NAME_WIDTH), `${at(r.scheduledAt)}${zoneOffset(r.scheduledAt, zone)}`, String(r.attempt), r.trigger, r.status, durationText(r.durationMs)],
+      cells: [truncate(r.job, NAME_WIDTH), `${at(r.scheduledAt)}${zoneOffset(r.scheduledAt, zone)}`, ...(sharded ? [shardText(r.shard, shardsOf(r.job)) || '-'] : []), String(r.attempt), r.trigger, r.status, durationText(r.durationMs)],
       below,
     });
   }

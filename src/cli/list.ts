@@ -44,6 +44,9 @@ export function listCommand(program: Command): void {
         coalesce: j.coalesce,
         retries: j.retries,
         retryDelayMs: j.retryDelayMs,
+        // `jitter`: each period's body starts at its instant + a delay of [0, jitterMs) derived from its key.
+        jitterMs: j.jitterMs ?? 0,
+        shards: j.shards ?? 1,
         lastRun: last.has(j.name) ? runView(last.get(j.name)!) : null,
         // Cluster-wide (`pause <job>`): its periods are recorded skipped (paused); `since` is the store's clock.
         paused: paused.has(j.name) ? { reason: paused.get(j.name)!.reason, since: new Date(paused.get(j.name)!.pausedAt).toISOString() } : null,
@@ -56,7 +59,7 @@ export function listCommand(program: Command): void {
           const zone = zoneOf(v);
           const next = v.next.map((n) => new Date(n));
           const last = v.lastRun ? `last ${whenText(new Date(v.lastRun.scheduledAt), zone, now)} ${v.lastRun.status}` : 'last -';
-          const opts = `overlap=${v.overlap} catchUp=${formatDuration(v.catchUpMs)}${v.retries ? ` retries=${v.retries}` : ''}${v.timeoutMs ? ` timeout=${formatDuration(v.timeoutMs)}` : ''}`;
+          const opts = `overlap=${v.overlap} catchUp=${formatDuration(v.catchUpMs)}${v.retries ? ` retries=${v.retries}` : ''}${v.timeoutMs ? ` timeout=${formatDuration(v.timeoutMs)}` : ''}${v.shards > 1 ? ` shards=${v.shards}` : ''}${v.jitterMs ? ` jitter=${formatDuration(v.jitterMs)}` : ''}`;
           const cmd = 'command' in v && v.command !== undefined ? [`command ${typeof v.command === 'string' ? v.command : JSON.stringify(v.command)}`] : [];
           const below = wrapParts([last, opts, ...cmd], '  ');
           if (allInTable && next.length > 0) below.push(...wrapParts(next.map((d) => formatLocal(d, zone, 'compact')), '  next ', TEXT_WIDTH, ', '));

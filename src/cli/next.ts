@@ -1,7 +1,8 @@
 import type { Command } from 'commander';
 import { SchedulerError } from '../errors.js';
 import { INSTANT_EXPECTED, parseInstant } from '../time/instant.js';
-import { describePeriods, expandNickname } from '../time/schedule.js';
+import { describePeriods, expandNickname, periodKey } from '../time/schedule.js';
+import { jitterDelayMs } from '../time/jitter.js';
 import { MAX_COUNT, jobsOf, parseCount, print, setup, table, withCommonOptions, type CommonOptions } from './common.js';
 
 export function nextCommand(program: Command): void {
@@ -22,11 +23,15 @@ export function nextCommand(program: Command): void {
       const { jobs, invalid } = await jobsOf(config);
       const job = jobs.find((j) => j.name === name);
       if (!job) throw unknownJob(name, jobs.map((j) => j.name), invalid);
-      const periods = describePeriods(job.schedule, from, count);
+      // A jittered job: when each period's body starts (its instant + the delay derived from its key).
+      const jitterMs = job.jitterMs ?? 0;
+      const periods = describePeriods(job.schedule, from, count).map((p) => (jitterMs > 0
+        ? { ...p, start: new Date(Date.parse(p.utc) + jitterDelayMs(periodKey(job.name, new Date(p.utc)), jitterMs)).toISOString() } : p));
       const expanded = expandNickname(job.schedule.expression);
-      print(options.json, { job: job.name, timezone: job.timezone, schedule: job.schedule.expression, from: from.toISOString(), periods }, () =>
+      print(options.json, { job: job.name, timezone: job.timezone, schedule: job.schedule.expression, from: from.toISOString(), ...(jitterMs > 0 ? { jitterMs } : {}), periods }, () =>
         `${job.name}  ${job.schedule.expression}${expanded ? ` (${expanded})` : ''}  (${job.timezone})  after ${from.toISOString()}\n` +
-        (periods.length === 0 ? 'no further period' : table([['LOCAL', 'UTC', 'DST'], ...periods.map((p) => [p.local, p.utc, p.dst ?? ''])])));
+        (periods.length === 0 ? 'no further period' : table([['LOCAL', 'UTC', ...(jitterMs > 0 ? ['START (UTC, jitter)'] : []), 'DST'],
+          ...periods.map((p) => [p.local, p.utc, ...('start' in p ? [p.start] : []), p.dst ?? ''])])));
     });
 }
 

@@ -19,6 +19,7 @@ interface RunOnceOptions extends CommonOptions {
   period?: string;
   force?: boolean;
   dryRun?: boolean;
+  shard?: string;
 }
 
 interface Report {
@@ -35,6 +36,7 @@ export function runOnceCommand(program: Command): void {
     .argument('[jobs...]', 'run these jobs now (manual runs) instead of a scheduling pass')
     .option('--period <iso>', 'with one job: run that cron period by hand')
     .option('--force', 'with named jobs: run a paused job; with --period: also run a period that already succeeded')
+    .option('--shard <index>', 'with one sharded job: run only this shard (0 to shards-1), now or of --period')
     .option('--dry-run', 'run bodies with ctx.dryRun = true; no run row, no lock')
     .addHelpText('after', `
 Exit: 0 all ran (or nothing was due), 1 a period's last attempt failed, 2 bad usage or job files, 3 refused, 4 store or Redis unreachable.
@@ -48,6 +50,10 @@ Examples:
       if (options.period !== undefined && names.length !== 1) {
         throw new SchedulerError('E_USAGE', '--period needs exactly one job name: run-once <job> --period <ISO instant>');
       }
+      if (options.shard !== undefined && names.length !== 1) {
+        throw new SchedulerError('E_USAGE', '--shard needs exactly one job name: run-once <job> --shard <index> [--period <ISO instant>]');
+      }
+      const shard = options.shard === undefined ? undefined : /^\d+$/.test(options.shard) ? Number(options.shard) : NaN;
       if (options.force && names.length === 0) throw new SchedulerError('E_USAGE', '--force only applies to named jobs: run-once <job> --force (a paused job), run-once <job> --period <ISO> --force');
       const { config, log } = setup(options);
       const { jobs, invalid } = await jobsOf(config);
@@ -57,6 +63,10 @@ Examples:
         const job = jobs.find((j) => j.name === name);
         if (!job) throw unknownJob(name, jobs.map((j) => j.name), invalid);
         selected.push(job);
+      }
+      if (shard !== undefined && (!Number.isInteger(shard) || shard >= (selected[0]!.shards ?? 1))) {
+        const count = selected[0]!.shards ?? 1;
+        throw new SchedulerError('E_USAGE', `invalid --shard ${options.shard}: job '${selected[0]!.name}' has ${count} shard${count === 1 ? '' : 's'} (0 to ${count - 1})`);
       }
       let period: Date | undefined;
       if (options.period !== undefined) {
@@ -70,7 +80,10 @@ Examples:
         try {
           const executor = new Executor(stores.store, config.nodeId, log, { maxResultBytes: config.maxResultBytes, onceStore: stores.onceStore });
           if (names.length > 0) {
-            for (const job of selected) report.runs.push(await executor.dryRun(job, period ?? new Date(), 'manual'));
+            for (const job of selected) {
+              const indices = shard !== undefined ? [shard] : Array.from({ length: job.shards ?? 1 }, (_, i) => i);
+              for (const i of indices) report.runs.push(await executor.dryRun(job, period ?? new Date(), 'manual', 1, i));
+            }
           } else {
             report.runs.push(...(await dryRunPass(stores, executor, jobs.filter((j) => j.enabled))));
           }
@@ -84,13 +97,13 @@ Examples:
         try {
           if (period) period = parsePeriod(selected[0]!, options.period!, new Date(rt.clock.now()));
           if (names.length === 0) collect(report, await runPass(rt, jobs.filter((j) => j.enabled)));
-          else await manual(rt, selected, period, options.force === true, report);
+          else await manual(rt, selected, period, options.force === true, report, shard);
         } finally {
           await alerts.stop();
           await rt.close();
         }
       }
-      print(options.json, report, () => render(report));
+      print(options.json, report, () => render(report, new Map(jobs.map((j) => [j.name, j.shards ?? 1]))));
       // A period is judged by its last attempt here: a failure that a later attempt of the same period
       // (a retry this process waited for) made good is in the report and the history, not in the exit code.
       const failed = finalAttempts(report.runs).some((r) => FAILED.has(r.status)) || report.notRun.some((n) => n.outcome === 'error');
@@ -99,12 +112,13 @@ Examples:
     });
 }
 
-/** The last attempt of each period in the report. */
+/** The last attempt of each period (each shard of a sharded period) in the report. */
 function finalAttempts(runs: AttemptResult[]): AttemptResult[] {
   const last = new Map<string, AttemptResult>();
   for (const r of runs) {
-    const seen = last.get(r.periodKey);
-    if (!seen || r.attempt > seen.attempt) last.set(r.periodKey, r);
+    const key = `${r.periodKey}#${r.shard}`;
+    const seen = last.get(key);
+    if (!seen || r.attempt > seen.attempt) last.set(key, r);
   }
   return [...last.values()];
 }
@@ -118,10 +132,10 @@ function collect(report: Report, results: PeriodResult[]): void {
   }
 }
 
-async function manual(rt: Runtime, jobs: Job[], period: Date | undefined, force: boolean, report: Report): Promise<void> {
+async function manual(rt: Runtime, jobs: Job[], period: Date | undefined, force: boolean, report: Report, shard?: number): Promise<void> {
   await Promise.all(jobs.map(async (job) => {
     try {
-      report.runs.push(...(await runManual(rt, job, period, force)));
+      report.runs.push(...(await runManual(rt, job, period, force, shard)));
     } catch (err) {
       if (!(err instanceof RefusedError)) throw err;
       report.notRun.push({ job: job.name, outcome: 'refused', reason: err.message });
@@ -129,12 +143,15 @@ async function manual(rt: Runtime, jobs: Job[], period: Date | undefined, force:
   }));
 }
 
-function render(report: Report): string {
+function render(report: Report, shardsOf: Map<string, number>): string {
   const lines: string[] = [];
   if (report.runs.length > 0) {
+    // A SHARD column (`2/4`) when a sharded job ran.
+    const sharded = report.runs.some((r) => (shardsOf.get(r.job) ?? 1) > 1);
+    const shardCell = (r: AttemptResult) => (sharded ? [(shardsOf.get(r.job) ?? 1) > 1 ? `${r.shard}/${shardsOf.get(r.job)}` : '-'] : []);
     lines.push(table([
-      ['JOB', 'PERIOD', 'ATTEMPT', 'TRIGGER', 'STATUS', 'DURATION', 'ERROR'],
-      ...report.runs.map((r) => [r.job, r.scheduledAt.toISOString(), String(r.attempt), r.trigger, r.status, durationText(r.durationMs), r.error ?? '']),
+      ['JOB', 'PERIOD', ...(sharded ? ['SHARD'] : []), 'ATTEMPT', 'TRIGGER', 'STATUS', 'DURATION', 'ERROR'],
+      ...report.runs.map((r) => [r.job, r.scheduledAt.toISOString(), ...shardCell(r), String(r.attempt), r.trigger, r.status, durationText(r.durationMs), r.error ?? '']),
     ]));
   }
   for (const n of report.notRun) {

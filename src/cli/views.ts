@@ -8,6 +8,8 @@ export function runView(r: RunRecord) {
     job: r.job,
     scheduledAt: r.scheduledAt.toISOString(),
     periodKey: r.periodKey,
+    // The shard of the period (`shards: N`: 0..N-1; 0 for an unsharded job).
+    shard: r.shard,
     attempt: r.attempt,
     trigger: r.trigger,
     status: r.status,

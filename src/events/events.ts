@@ -20,6 +20,8 @@ interface PeriodRef {
   periodKey: string;
   /** The period's instant. */
   scheduledAt: Date;
+  /** The shard of a sharded job's period, when not 0. */
+  shard?: number;
 }
 
 /** How a ctx.once call ended, as `scheduler_once_total{result}` counts it (a refusal by retryFailed: false, a fence or bad input is not counted). */

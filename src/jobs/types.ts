@@ -32,6 +32,8 @@ export interface JobContext {
    * `ctx.once.detailed(...)` resolves to `{ value, replayed, attempts }`.
    */
   once: OnceFunction;
+  /** Which shard of the period this run is (`shards: N`): index 0..count-1; { index: 0, count: 1 } for an unsharded job. */
+  shard: { index: number; count: number };
 }
 
 export type Duration = number | string;
@@ -63,6 +65,8 @@ export interface FailureOutcome {
   periodKey: string;
   /** Null when the period ended by a takeover (its node stopped heartbeating). */
   trigger: Trigger | null;
+  /** A sharded job: the shard that failed (the hook is called once per failed shard); 0 otherwise. */
+  shard: number;
 }
 
 /** Where a job body runs: in the scheduler's own thread, or in a worker thread that can be terminated. */
@@ -98,6 +102,10 @@ export interface JobDefinition<R = unknown> {
    * `isolation` setting, else 'inline'.
    */
   isolation?: Isolation;
+  /** Each period's body starts this long (at most) after its instant, derived from the period key (the same on every node). Default 0. */
+  jitter?: Duration;
+  /** Each period is claimed, run and recorded as this many shards (ctx.shard), 1 to 1000. Default 1. */
+  shards?: number;
   run(ctx: JobContext): R | Promise<R>;
   /** A job has either `run` or `command` (see CommandJobDefinition). */
   command?: never;
@@ -154,6 +162,10 @@ export interface Job {
   enabled: boolean;
   /** Undefined: 'inline'. */
   isolation?: Isolation;
+  /** Undefined: 0 (no jitter). A period's body starts at its instant + jitterDelayMs(periodKey, jitterMs). */
+  jitterMs?: number;
+  /** Undefined: 1. Shards of a period: rows (job, period, shard 0..shards-1). */
+  shards?: number;
   /** The job file's path as loaded (absolute when the jobs folder is); a worker imports it from there. */
   path?: string;
   /** Set for a command job (then `run` is never called). */

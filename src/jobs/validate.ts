@@ -4,7 +4,8 @@
  */
 import { basename, extname } from 'node:path';
 import { compileSchedule, isValidTimezone, type Schedule } from '../time/schedule.js';
-import { parseDuration, DURATION_EXPECTED } from '../time/duration.js';
+import { parseDuration, DURATION_EXPECTED, formatDuration } from '../time/duration.js';
+import { shortestGapMs } from '../time/jitter.js';
 import { COMMAND_FIELDS, validateCommand } from './command.js';
 import { DATA_EXTENSIONS } from './data-file.js';
 import type { CommandSpec, Isolation, Job } from './types.js';
@@ -28,9 +29,10 @@ export interface JobFieldDefaults {
 
 export const ISOLATIONS: readonly Isolation[] = ['inline', 'worker'];
 
-const FIELDS = ['name', 'schedule', 'timezone', 'timeout', 'lockTtl', 'overlap', 'catchUp', 'coalesce', 'retries', 'retryDelay', 'enabled', 'isolation', 'run', 'onFailure', 'description', ...COMMAND_FIELDS];
+const FIELDS = ['name', 'schedule', 'timezone', 'timeout', 'lockTtl', 'overlap', 'catchUp', 'coalesce', 'retries', 'retryDelay', 'enabled', 'isolation', 'jitter', 'shards', 'run', 'onFailure', 'description', ...COMMAND_FIELDS];
 export const JOB_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/;
 const MIN_LOCK_TTL_MS = 1000;
+export const MAX_SHARDS = 1000;
 
 function show(value: unknown): string {
   if (typeof value === 'function') return 'a function';
@@ -115,6 +117,23 @@ export function validateJob(file: string, exported: unknown, defaultTimezone: st
     bad('retries', def.retries, 'a whole number from 0 to 100');
   }
 
+  // jitter: shorter than the schedule's shortest gap, or a period's start would pass the next instant.
+  let jitterMs = 0;
+  if (def.jitter !== undefined) {
+    const ms = parseDuration(def.jitter);
+    if (ms === undefined) bad('jitter', def.jitter, DURATION_EXPECTED);
+    else if (schedule && ms > 0) {
+      const gap = shortestGapMs(schedule);
+      if (ms >= gap) bad('jitter', def.jitter, `a duration shorter than the schedule's shortest gap between periods (${formatDuration(gap)})`);
+      else jitterMs = ms;
+    }
+  }
+
+  const shards = def.shards ?? 1;
+  if (typeof shards !== 'number' || !Number.isInteger(shards) || shards < 1 || shards > MAX_SHARDS) {
+    bad('shards', def.shards, `a whole number from 1 to ${MAX_SHARDS}`);
+  }
+
   // A command job runs in a process of its own: exactly one of `run` and `command`.
   let command: CommandSpec | undefined;
   const isCommand = def.command !== undefined;
@@ -149,6 +168,8 @@ export function validateJob(file: string, exported: unknown, defaultTimezone: st
       retries: retries as number,
       retryDelayMs: retryDelayMs!,
       enabled: enabled as boolean,
+      ...(jitterMs > 0 ? { jitterMs } : {}),
+      ...(shards !== 1 ? { shards: shards as number } : {}),
       ...(command ? { command, run: commandHasNoRun } : { isolation: isolation as Isolation, run: def.run as Job['run'] }),
       ...(typeof def.onFailure === 'function' ? { onFailure: def.onFailure as Job['onFailure'] } : {}),
     },

@@ -109,7 +109,7 @@ async function inCommand(b: BodyRun): Promise<Settled> {
   const { job, run } = b;
   const ended = await runCommand({
     spec: job.command!,
-    vars: commandVars({ job: job.name, scheduledAt: run.scheduledAt, periodKey: run.periodKey, attempt: run.attempt, runId: run.id, dryRun: b.dryRun, trigger: run.trigger, nodeId: b.nodeId }),
+    vars: commandVars({ job: job.name, scheduledAt: run.scheduledAt, periodKey: run.periodKey, attempt: run.attempt, runId: run.id, dryRun: b.dryRun, trigger: run.trigger, nodeId: b.nodeId, shard: { index: run.shard, count: job.shards ?? 1 } }),
     log: b.log,
     signal: b.controller.signal,
     leaseLostGraceMs: b.leaseLostGraceMs,
@@ -132,6 +132,7 @@ function inline(b: BodyRun): Promise<Settled> {
     log: b.log,
     dryRun: b.dryRun,
     once: makeOnce(job.name, onceBackend(b), b.controller.signal, b.maxResultBytes),
+    shard: { index: run.shard, count: job.shards ?? 1 },
   };
   return Promise.resolve()
     .then(() => {
@@ -170,6 +171,7 @@ async function inWorker(b: BodyRun): Promise<Settled> {
       trigger: run.trigger,
       nodeId: b.nodeId,
       dryRun: b.dryRun,
+      shard: { index: run.shard, count: job.shards ?? 1 },
       log: { level: b.log.level, bindings: b.log.bindings() },
       maxResultBytes: b.maxResultBytes,
     },

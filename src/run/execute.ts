@@ -11,6 +11,7 @@ import type { Logger } from '../log.js';
 import type { Lease } from '../claim/lock.js';
 import type { FinalStatus, OnceStore, RunOutcome, RunRecord, RunStore } from '../store/types.js';
 import { periodKey } from '../time/schedule.js';
+import { jitterDelayMs } from '../time/jitter.js';
 import { runBody } from './body.js';
 import { LoopWatchdog } from './isolation/watchdog.js';
 import { STATUS_ON_ABORT } from './body.js';
@@ -24,6 +25,8 @@ export interface AttemptResult {
   attempt: number;
   trigger: Trigger;
   runId: string;
+  /** The shard of the period (0 for an unsharded job). */
+  shard: number;
   status: FinalStatus;
   result?: unknown;
   error?: string | null;
@@ -129,9 +132,9 @@ export class Executor {
   }
 
   /** --dry-run: the body with ctx.dryRun, no row, no lock. */
-  async dryRun(job: Job, scheduledAt: Date, trigger: Trigger, attempt = 1): Promise<AttemptResult> {
+  async dryRun(job: Job, scheduledAt: Date, trigger: Trigger, attempt = 1, shard = 0): Promise<AttemptResult> {
     const fake: RunRecord = {
-      id: `dry-run-${randomUUID()}`, job: job.name, scheduledAt, periodKey: periodKey(job.name, scheduledAt), shard: 0,
+      id: `dry-run-${randomUUID()}`, job: job.name, scheduledAt, periodKey: periodKey(job.name, scheduledAt), shard,
       attempt, trigger, status: 'running', reason: null, nodeId: this.nodeId, startedAt: new Date(), claimedAt: null, runAt: null, finishedAt: null,
       durationMs: null, heartbeatAt: null, leaseMs: job.lockTtlMs, result: null, resultNote: null, error: null, errorStack: null,
     };
@@ -139,7 +142,7 @@ export class Executor {
     const started = Date.now();
     const outcome = await this.body(job, fake, controller, true);
     return {
-      job: job.name, periodKey: fake.periodKey, scheduledAt, attempt, trigger, runId: fake.id, status: outcome.status,
+      job: job.name, periodKey: fake.periodKey, scheduledAt, attempt, trigger, runId: fake.id, shard, status: outcome.status,
       result: outcome.result, error: outcome.error ?? null, durationMs: Date.now() - started, recorded: false, next: null,
     };
   }
@@ -174,7 +177,7 @@ export class Executor {
   private readonly writeWaiters = new Set<() => void>();
 
   private async attempt(job: Job, run: RunRecord, lease: Lease | null, controller: AbortController, notBefore: Date | undefined, claimSentAt: number): Promise<AttemptResult> {
-    const log = this.log.child({ job: job.name, periodKey: run.periodKey, runId: run.id, attempt: run.attempt });
+    const log = this.log.child({ job: job.name, periodKey: run.periodKey, runId: run.id, attempt: run.attempt, ...((job.shards ?? 1) > 1 ? { shard: run.shard } : {}) });
     // The lease is kept from the claim until the outcome has been written, not only while the body runs:
     // a finished run whose outcome waits for the store must not look abandoned meanwhile.
     const keeper = this.keepLease(job, run, lease, controller, log, claimSentAt);
@@ -193,10 +196,12 @@ export class Executor {
       });
     }
     const started = performance.now();
-    const ref = { job: job.name, periodKey: run.periodKey, scheduledAt: run.scheduledAt, attempt: run.attempt, trigger: run.trigger, runId: run.id };
+    const ref = { job: job.name, periodKey: run.periodKey, scheduledAt: run.scheduledAt, attempt: run.attempt, trigger: run.trigger, runId: run.id, ...(run.shard > 0 ? { shard: run.shard } : {}) };
     if (!controller.signal.aborted) {
       // A scheduled period's delay is from its instant; an owed or manual attempt's from its claim.
-      const delayMs = run.trigger === 'schedule' && run.attempt === 1 ? (this.options.now ?? Date.now)() - run.scheduledAt.getTime() : started - claimSentAt;
+      // (A jittered period's from its jittered start.)
+      const delayMs = run.trigger === 'schedule' && run.attempt === 1
+        ? (this.options.now ?? Date.now)() - run.scheduledAt.getTime() - jitterDelayMs(run.periodKey, job.jitterMs ?? 0) : started - claimSentAt;
       this.events.emit({ type: 'run-started', ...ref, delayMs: Math.max(0, Math.round(delayMs)) });
     }
     // An attempt aborted before its body began (claimed as the node stopped, or its lease unproven by
@@ -224,7 +229,7 @@ export class Executor {
     });
     return {
       job: job.name, periodKey: run.periodKey, scheduledAt: run.scheduledAt, attempt: run.attempt, trigger: run.trigger,
-      runId: run.id, status: written.status, result: outcome.result, error: outcome.error ?? null, durationMs, recorded: written.written, next: written.next,
+      runId: run.id, shard: run.shard, status: written.status, result: outcome.result, error: outcome.error ?? null, durationMs, recorded: written.written, next: written.next,
     };
   }
 

@@ -47,11 +47,15 @@ export async function dryRunPass(rt: Pick<Runtime, 'store' | 'jobStore'>, execut
   const byName = new Map(jobs.filter((j) => !paused.has(j.name)).map((j) => [j.name, j]));
   for (const pending of await rt.store.duePending()) {
     const job = byName.get(pending.job);
-    if (job) out.push(await executor.dryRun(job, pending.scheduledAt, pending.trigger, pending.attempt));
+    if (job) out.push(await executor.dryRun(job, pending.scheduledAt, pending.trigger, pending.attempt, pending.shard));
   }
   const plans = await previewReconcile(rt.store, rt.jobStore, [...byName.values()], { upTo: now, now, fresh: 'catch-up' });
   for (const job of byName.values()) {
-    for (const p of plans.get(job.name)?.run ?? []) out.push(await executor.dryRun(job, p, 'catch-up'));
+    for (const p of plans.get(job.name)?.run ?? []) {
+      // A sharded period: the shards that have no row yet.
+      const have = (job.shards ?? 1) > 1 ? await rt.store.periodShards(job.name, p) : new Set<number>();
+      for (let shard = 0; shard < (job.shards ?? 1); shard++) if (!have.has(shard)) out.push(await executor.dryRun(job, p, 'catch-up', 1, shard));
+    }
   }
   return out;
 }
@@ -111,27 +115,62 @@ function pausedRefusal(job: string, reason: string | null): RefusedError {
 }
 
 /**
+ * The shards of a sharded period a manual run takes, each at its attempt (manualAttempt per shard):
+ * those whose last attempt did not succeed (all, with `force`). Refused while any shard is in flight
+ * or owed, and when every shard succeeded (without `force`).
+ */
+export function manualShards(perShard: Array<{ index: number; runs: RunRecord[] }>, force: boolean): Array<{ index: number; attempt: number }> {
+  const out: Array<{ index: number; attempt: number }> = [];
+  for (const { index, runs } of perShard) {
+    const last = runs[runs.length - 1];
+    if (last?.status === 'succeeded' && !force) continue;
+    try {
+      out.push({ index, attempt: manualAttempt(runs, force) });
+    } catch (err) {
+      if (err instanceof RefusedError) throw new RefusedError(`shard ${index}: ${err.message}`);
+      throw err;
+    }
+  }
+  if (out.length === 0) {
+    const key = perShard.find((s) => s.runs.length > 0)?.runs[0]?.periodKey ?? 'the period';
+    throw new RefusedError(`period ${key} already succeeded on ${perShard.length === 1 ? `shard ${perShard[0]!.index}` : `every shard (${perShard.length})`}; use --force to run it again`);
+  }
+  return out;
+}
+
+/**
  * `run-once <job>` (now, as a manual run) or `run-once <job> --period <ISO>`. Refusals throw
  * RefusedError. A paused job is refused unless `force` (which also runs it, and the retries it owes).
+ * A sharded job's manual run is every shard (or `shard` alone), each its own row, all run here.
  */
-export async function runManual(rt: Runtime, job: Job, period: Date | undefined, force: boolean): Promise<AttemptResult[]> {
+export async function runManual(rt: Runtime, job: Job, period: Date | undefined, force: boolean, shard?: number): Promise<AttemptResult[]> {
   if (!force) {
     const row = (await rt.jobStore.get([job.name])).get(job.name);
     if (row?.paused) throw pausedRefusal(job.name, row.pausedReason);
   }
+  const count = job.shards ?? 1;
+  if (shard !== undefined && (!Number.isInteger(shard) || shard < 0 || shard >= count)) {
+    throw new SchedulerError('E_USAGE', `invalid --shard ${shard}: job '${job.name}' has ${count} shard${count === 1 ? '' : 's'} (0 to ${count - 1})`);
+  }
   const scheduledAt = period ?? new Date(rt.clock.now());
   let attempt = 1;
+  let shards: Array<{ index: number; attempt: number }> | undefined = shard !== undefined ? [{ index: shard, attempt: 1 }] : undefined;
   if (period) {
     // An attempt of a dead node is declared abandoned first (its lease expired), so it does not block.
     await rt.takeover.takeOverStale(new Map([[job.name, job]]));
-    attempt = manualAttempt(await rt.store.periodRuns(job.name, period), force);
+    if (count > 1 || shard !== undefined) {
+      const indices = shard !== undefined ? [shard] : Array.from({ length: count }, (_, i) => i);
+      shards = manualShards(await Promise.all(indices.map(async (index) => ({ index, runs: await rt.store.periodRuns(job.name, period, index) }))), force);
+    } else {
+      attempt = manualAttempt(await rt.store.periodRuns(job.name, period), force);
+    }
   } else {
     await refuseIfInFlight(rt.store, job);
   }
-  const result = await rt.runner.runPeriod(job, scheduledAt, 'manual', { attempt, checkOverlap: 'none', followOwed: true, ignorePause: force });
+  const result = await rt.runner.runPeriod(job, scheduledAt, 'manual', { attempt, checkOverlap: 'none', followOwed: true, ignorePause: force, ...(shards ? { shards } : {}) });
   if (result.claim === 'error') throw new SchedulerError('E_STORE_UNAVAILABLE', result.error ?? 'claim failed');
   // Paused between the check above and the claim: the claim recorded the row skipped (paused).
-  if (result.claim === 'skipped-paused') throw pausedRefusal(job.name, null);
+  if (result.claim === 'skipped-paused' && result.attempts.length === 0) throw pausedRefusal(job.name, null);
   if (result.attempts.length === 0) throw new RefusedError(`period ${periodKey(job.name, scheduledAt)} was claimed by another node at the same moment`);
   return result.attempts;
 }

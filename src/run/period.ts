@@ -4,12 +4,14 @@
  * both follow one set of rules. What is owed after an attempt lives in the store (a pending row);
  * `followOwed` makes this process wait for and run it too (the `run-once` pass, which has no sweep).
  */
+import { createHash } from 'node:crypto';
 import { errorMessage } from '../errors.js';
 import type { Claimer, ClaimResult, OverlapCheck } from '../claim/claim.js';
 import type { Job, Trigger } from '../jobs/types.js';
 import type { Logger } from '../log.js';
 import type { RunRecord, RunStore } from '../store/types.js';
 import { periodKey } from '../time/schedule.js';
+import { jitterDelayMs } from '../time/jitter.js';
 import type { AttemptResult, Executor } from './execute.js';
 import { noEvents, type ClaimOutcome, type SchedulerObserver } from '../events/events.js';
 
@@ -22,6 +24,10 @@ export interface PeriodResult {
   job: string;
   periodKey: string;
   scheduledAt: Date;
+  /** The shard (a sharded job's result of one shard); absent on an unsharded job's and on a whole sharded period's result. */
+  shard?: number;
+  /** A sharded period: each shard's result (the fields above combine them: the attempts of all, the claim most telling of them). */
+  shards?: PeriodResult[];
   /** How the claim of the first attempt ended; 'error' when the store failed while claiming. */
   claim: ClaimResult['outcome'] | 'error' | 'stopped';
   attempts: AttemptResult[];
@@ -39,6 +45,25 @@ export interface RunPeriodOptions {
   followOwed?: boolean;
   /** Run even when the job is paused, the owed attempts followed too (`run-once <job> --force`). */
   ignorePause?: boolean;
+  /** A sharded job: only these shards, each at its attempt (a manual run of a period). Default: every shard, at `attempt`. */
+  shards?: Array<{ index: number; attempt: number }>;
+}
+
+/**
+ * How long a node that won a shard of a period leaves the period's other shards to the other nodes
+ * before it claims those still free: a claim lost to another node costs one Redis round trip, so
+ * 150 ms is ample for every node woken at the same tick to win a shard of its own first.
+ */
+export const SHARD_SPREAD_MS = 150;
+/** After the spread, the free shards are claimed this many at once (a lone node with 1000 shards). */
+const SHARD_CLAIMS_AT_ONCE = 8;
+
+/** Of the shards' claim outcomes, the one a sharded period's result reports (the first found in this order). */
+const CLAIM_RANK: Array<PeriodResult['claim']> = ['error', 'stopped', 'blocked-overlap', 'in-hand', 'won', 'skipped-paused', 'paused', 'skipped-overlap', 'lost-row', 'lost-lock'];
+
+/** Where a node starts in a period's shards: derived from its id and the period, so that nodes start apart. */
+export function firstShard(nodeId: string, key: string, count: number): number {
+  return createHash('sha256').update(`${nodeId}|${key}`).digest().readUInt32BE(0) % count;
 }
 
 export class PeriodRunner {
@@ -59,21 +84,105 @@ export class PeriodRunner {
     for (const wake of this.sleepers) wake();
   }
 
-  /** Claims an attempt of a period by inserting its row, and runs it. Never throws. */
+  /**
+   * Claims an attempt of a period by inserting its row, and runs it. Never throws. A sharded job's
+   * period is claimed shard by shard (see runShards).
+   */
   async runPeriod(job: Job, scheduledAt: Date, trigger: Trigger, options: RunPeriodOptions = {}): Promise<PeriodResult> {
     const attempt = options.attempt ?? 1;
+    // jitter: a period's first attempt (scheduled or caught up, not a manual run) starts no earlier
+    // than its instant + the delay its key derives; the claim (and so the row, the key and the
+    // missed/catchUp judgement) stays at the instant.
+    const jitter = trigger === 'manual' || attempt > 1 ? 0 : jitterDelayMs(periodKey(job.name, scheduledAt), job.jitterMs ?? 0);
+    const notBefore = jitter > 0 ? new Date(Math.max(options.notBefore?.getTime() ?? 0, scheduledAt.getTime() + jitter)) : options.notBefore;
+    const opts = { ...options, notBefore };
+    if ((job.shards ?? 1) > 1 || options.shards) return this.runShards(job, scheduledAt, trigger, opts);
+    return this.runShard(job, scheduledAt, trigger, opts, 0, attempt);
+  }
+
+  private runShard(job: Job, scheduledAt: Date, trigger: Trigger, options: RunPeriodOptions, shard: number, attempt: number, onClaim?: (outcome: PeriodResult['claim']) => void): Promise<PeriodResult> {
     const check: OverlapCheck = job.overlap === 'allow' ? 'none' : (options.checkOverlap ?? (trigger === 'schedule' ? 'tick' : 'wait'));
-    return this.attempts(job, scheduledAt, attempt, trigger, options, () => this.claimer.claim({ job, scheduledAt, trigger, attempt, checkOverlap: check, ignorePause: options.ignorePause }));
+    return this.attempts(job, scheduledAt, attempt, trigger, options, () => this.claimer.claim({ job, scheduledAt, trigger, attempt, checkOverlap: check, ignorePause: options.ignorePause, shard }), shard, onClaim);
+  }
+
+  /**
+   * A sharded period: each shard is claimed and run like a period of its own (its row, attempts,
+   * overlap and pause). Spread across nodes: each node claims one shard at once, starting at a shard
+   * derived from its id and the period and going on to the next while it loses; once it has won one,
+   * it leaves the rest to the other nodes for SHARD_SPREAD_MS, then claims those still free. A lone
+   * node so runs every shard, and three nodes on four shards each win one before any wins two. A
+   * manual run (a period no other node knows) claims every shard at once. A caught-up period claims
+   * only the shards that have no row yet.
+   */
+  private async runShards(job: Job, scheduledAt: Date, trigger: Trigger, options: RunPeriodOptions): Promise<PeriodResult> {
+    const key = periodKey(job.name, scheduledAt);
+    const count = job.shards ?? 1;
+    let todo = options.shards ?? Array.from({ length: count }, (_, index) => ({ index, attempt: options.attempt ?? 1 }));
+    if (trigger === 'catch-up' && !options.shards) {
+      try {
+        const have = await this.store.periodShards(job.name, scheduledAt);
+        todo = todo.filter((s) => !have.has(s.index));
+      } catch (err) {
+        this.log.error({ job: job.name, periodKey: key, err: { message: errorMessage(err) } }, 'claim failed');
+        return { job: job.name, periodKey: key, scheduledAt, claim: 'error', attempts: [], error: errorMessage(err), shards: [] };
+      }
+    }
+    const runs: Array<Promise<PeriodResult>> = [];
+    // Starts a shard's claim and run; resolves with the claim's outcome (the run goes on).
+    const start = (s: { index: number; attempt: number }): Promise<PeriodResult['claim']> => {
+      let claimed: (o: PeriodResult['claim']) => void = () => {};
+      const outcome = new Promise<PeriodResult['claim']>((resolve) => (claimed = resolve));
+      const run = this.runShard(job, scheduledAt, trigger, options, s.index, s.attempt, claimed);
+      runs.push(run);
+      return Promise.race([outcome, run.then((r) => r.claim)]);
+    };
+    const lanes = async (list: Array<{ index: number; attempt: number }>) => {
+      let next = 0;
+      await Promise.all(Array.from({ length: Math.min(SHARD_CLAIMS_AT_ONCE, list.length) }, async () => {
+        while (next < list.length && !this.stopped) await start(list[next++]!);
+      }));
+    };
+    if (trigger === 'manual') {
+      await lanes(todo);
+    } else if (todo.length > 0) {
+      const first = firstShard(this.claimer.nodeId, key, todo.length);
+      const order = [...todo.slice(first), ...todo.slice(0, first)];
+      let i = 0;
+      let won = false;
+      while (i < order.length && !won && !this.stopped) {
+        const outcome = await start(order[i++]!);
+        if (outcome === 'error' || outcome === 'stopped') break;
+        won = outcome === 'won';
+      }
+      if (won && i < order.length) {
+        await this.sleep(SHARD_SPREAD_MS);
+        await lanes(order.slice(i));
+      }
+    }
+    const shards = (await Promise.all(runs)).sort((a, b) => (a.shard ?? 0) - (b.shard ?? 0));
+    const claim = CLAIM_RANK.find((c) => shards.some((r) => r.claim === c)) ?? (this.stopped ? 'stopped' : 'lost-row');
+    const error = shards.find((r) => r.error)?.error;
+    return { job: job.name, periodKey: key, scheduledAt, claim, attempts: shards.flatMap((r) => r.attempts), shards, ...(error ? { error } : {}) };
   }
 
   /** Claims an owed (pending) attempt by compare-and-set, and runs it. Never throws. */
   async runPending(job: Job, pending: RunRecord, options: Pick<RunPeriodOptions, 'followOwed'> = {}): Promise<PeriodResult> {
-    return this.attempts(job, pending.scheduledAt, pending.attempt, pending.trigger, options, () => this.claimer.claimPending(job, pending));
+    return this.attempts(job, pending.scheduledAt, pending.attempt, pending.trigger, options, () => this.claimer.claimPending(job, pending), pending.shard);
   }
 
-  private async attempts(job: Job, scheduledAt: Date, attempt: number, trigger: Trigger, options: RunPeriodOptions, claimFirst: () => Promise<ClaimResult>): Promise<PeriodResult> {
+  private async attempts(job: Job, scheduledAt: Date, attempt: number, trigger: Trigger, options: RunPeriodOptions, claimFirst: () => Promise<ClaimResult>, shard = 0, onClaim?: (outcome: PeriodResult['claim']) => void): Promise<PeriodResult> {
     const key = periodKey(job.name, scheduledAt);
-    const result: PeriodResult = { job: job.name, periodKey: key, scheduledAt, claim: 'stopped', attempts: [] };
+    const result: PeriodResult = { job: job.name, periodKey: key, scheduledAt, claim: 'stopped', attempts: [], ...((job.shards ?? 1) > 1 ? { shard } : {}) };
+    try {
+      return await this.attemptsOf(job, scheduledAt, attempt, trigger, options, claimFirst, shard, result, onClaim);
+    } finally {
+      onClaim?.(result.claim);
+    }
+  }
+
+  private async attemptsOf(job: Job, scheduledAt: Date, attempt: number, trigger: Trigger, options: RunPeriodOptions, claimFirst: () => Promise<ClaimResult>, shard: number, result: PeriodResult, onClaim?: (outcome: PeriodResult['claim']) => void): Promise<PeriodResult> {
+    const key = result.periodKey;
+    const where = { job: job.name, periodKey: key, ...(result.shard !== undefined ? { shard } : {}) };
     let claimNext = claimFirst;
     for (let n = attempt; ; ) {
       if (this.stopped) return result;
@@ -83,25 +192,29 @@ export class PeriodRunner {
         claim = await claimNext();
       } catch (err) {
         this.events.emit({ type: 'claim', ...ref, outcome: 'error' });
-        this.log.error({ job: job.name, periodKey: key, attempt: n, err: { message: errorMessage(err) } }, 'claim failed');
+        this.log.error({ ...where, attempt: n, err: { message: errorMessage(err) } }, 'claim failed');
         if (result.attempts.length === 0) {
           result.claim = 'error';
           result.error = errorMessage(err);
+          onClaim?.('error');
         }
         return result;
       }
-      if (result.attempts.length === 0) result.claim = claim.outcome;
+      if (result.attempts.length === 0) {
+        result.claim = claim.outcome;
+        onClaim?.(claim.outcome);
+      }
       const counted = CLAIM_OUTCOME[claim.outcome];
       if (counted) this.events.emit({ type: 'claim', ...ref, outcome: counted });
       if (claim.outcome === 'skipped-overlap') this.events.emit({ type: 'skipped', job: job.name, reason: 'overlap', count: 1, first: scheduledAt, last: scheduledAt });
       if (claim.outcome === 'skipped-paused') this.events.emit({ type: 'skipped', job: job.name, reason: 'paused', count: 1, first: scheduledAt, last: scheduledAt });
       if (claim.outcome !== 'won') {
         if (claim.outcome === 'skipped-paused') {
-          this.log.info({ job: job.name, periodKey: key, reason: claim.pausedReason }, 'period skipped: the job is paused');
+          this.log.info({ ...where, reason: claim.pausedReason }, 'period skipped: the job is paused');
         } else if (claim.outcome === 'skipped-overlap') {
-          this.log.info({ job: job.name, periodKey: key, runningPeriod: claim.running?.periodKey }, 'period skipped: another run of the job is in flight (overlap: skip)');
+          this.log.info({ ...where, runningPeriod: claim.running?.periodKey }, 'period skipped: another run of the job is in flight (overlap: skip)');
         } else {
-          this.log.debug({ job: job.name, periodKey: key, attempt: n, outcome: claim.outcome }, 'attempt not claimed');
+          this.log.debug({ ...where, attempt: n, outcome: claim.outcome }, 'attempt not claimed');
         }
         return result;
       }

@@ -10,6 +10,9 @@
  *   cluster (the unique key), and counted;
  * - the anchor then moves up to the first period still without a row.
  *
+ * A sharded job's period has rows when each of its shards has one: a period with some shards
+ * missing is run (its missing shards) or recorded (its missing shards' rows) by the same rules.
+ *
  * That covers the periods nobody claimed while every node was down, those whose claim failed on the
  * store, and those whose lock winner died between its lock and its INSERT.
  */
@@ -62,20 +65,26 @@ export interface PeriodsToCheck {
 
 export function periodsToCheck(job: Job, w: ReconcileWindow): PeriodsToCheck {
   const missedBound = w.now - job.catchUpMs - 1;
+  // A sharded job's period is up to `shards` rows: the bounds are on rows, not periods.
+  const shards = job.shards ?? 1;
+  const missedLimit = Math.max(1, Math.floor(MISSED_PER_SWEEP / shards));
+  const recentLimit = Math.max(1, Math.floor(RECENT_PER_SWEEP / shards));
   const old = w.fromExclusive < missedBound
-    ? periodsAfter(job.schedule, new Date(w.fromExclusive), new Date(Math.min(missedBound, w.upTo)), MISSED_PER_SWEEP + 1)
+    ? periodsAfter(job.schedule, new Date(w.fromExclusive), new Date(Math.min(missedBound, w.upTo)), missedLimit + 1)
     : [];
-  const truncated = old.length > MISSED_PER_SWEEP;
-  if (truncated) old.length = MISSED_PER_SWEEP;
+  const truncated = old.length > missedLimit;
+  if (truncated) old.length = missedLimit;
   const recentFrom = Math.max(w.fromExclusive, missedBound);
-  const recent = w.upTo > recentFrom ? periodsAfter(job.schedule, new Date(recentFrom), new Date(w.upTo), RECENT_PER_SWEEP + 1) : [];
-  const recentTruncated = recent.length > RECENT_PER_SWEEP;
-  if (recentTruncated) recent.length = RECENT_PER_SWEEP;
+  const recent = w.upTo > recentFrom ? periodsAfter(job.schedule, new Date(recentFrom), new Date(w.upTo), recentLimit + 1) : [];
+  const recentTruncated = recent.length > recentLimit;
+  if (recentTruncated) recent.length = recentLimit;
   return { old, recent, truncated, recentTruncated };
 }
 
-export function rangesOf(job: string, periods: { old: Date[]; recent: Date[] }): PeriodRange[] {
-  return [periods.old, periods.recent].filter((p) => p.length > 0).map((p) => ({ job, fromMs: p[0]!.getTime(), toMs: p[p.length - 1]!.getTime() }));
+/** The row ranges of the periods to check; a period of a sharded job has rows when each of its `shards` has one. */
+export function rangesOf(job: string, periods: { old: Date[]; recent: Date[] }, shards = 1): PeriodRange[] {
+  return [periods.old, periods.recent].filter((p) => p.length > 0)
+    .map((p) => ({ job, fromMs: p[0]!.getTime(), toMs: p[p.length - 1]!.getTime(), ...(shards > 1 ? { shards } : {}) }));
 }
 
 /** Pure: what to record and run, given which periods have rows. */
@@ -152,7 +161,7 @@ export async function previewReconcile(runs: RunStore, jobStore: JobStore, jobs:
     const w: ReconcileWindow = { fromExclusive: from.get(job.name)!.through, upTo: options.upTo.getTime(), now: options.now.getTime() };
     return { job, w, periods: periodsToCheck(job, w) };
   });
-  const rows = await runs.rowsInRanges(work.flatMap(({ job, periods }) => rangesOf(job.name, periods)));
+  const rows = await runs.rowsInRanges(work.flatMap(({ job, periods }) => rangesOf(job.name, periods, job.shards)));
   return new Map(work.map(({ job, w, periods }) => [job.name, planReconcile(job, w, periods, rows.get(job.name) ?? new Set())]));
 }
 
@@ -248,7 +257,7 @@ export class Reconciler {
       return [{ job, w, periods }];
     });
     if (work.length === 0) return out;
-    const rows = await this.runs.rowsInRanges(work.flatMap(({ job, periods }) => rangesOf(job.name, periods)));
+    const rows = await this.runs.rowsInRanges(work.flatMap(({ job, periods }) => rangesOf(job.name, periods, job.shards)));
     const plans = work.map(({ job, w, periods }) => ({ job, plan: planReconcile(job, w, periods, rows.get(job.name) ?? new Set()) }));
     // Pauses are read only when a period has no row (rare: the claims record paused periods
     // themselves), so the steady sweep costs no extra statement.
@@ -310,9 +319,11 @@ export class Reconciler {
   }
 
   private async record(job: Job, periods: Date[], reason: SkipReason): Promise<number> {
-    const n = await this.runs.insertSkipped(periods.map((p) => ({
-      job: job.name, scheduledAt: p, periodKey: periodKey(job.name, p), trigger: 'catch-up' as const, nodeId: this.nodeId, reason,
-    })));
+    // Every shard of a sharded period: those that have a row already keep it (and are not counted).
+    const shards = job.shards ?? 1;
+    const n = await this.runs.insertSkipped(periods.flatMap((p) => Array.from({ length: shards }, (_, shard) => ({
+      job: job.name, scheduledAt: p, periodKey: periodKey(job.name, p), trigger: 'catch-up' as const, nodeId: this.nodeId, reason, shard,
+    }))));
     if (n > 0) this.events.emit({ type: 'skipped', job: job.name, reason, count: n, first: periods[0]!, last: periods[periods.length - 1]! });
     return n;
   }

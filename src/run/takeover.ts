@@ -68,7 +68,7 @@ export class Takeover {
       if (!ended) continue;
       const log = this.log.child({ job: run.job, periodKey: run.periodKey, attempt: run.attempt, deadNode: run.nodeId });
       this.events.emit({
-        type: 'takeover', job: run.job, periodKey: run.periodKey, scheduledAt: run.scheduledAt, attempt: run.attempt, deadNode: run.nodeId,
+        type: 'takeover', job: run.job, periodKey: run.periodKey, scheduledAt: run.scheduledAt, ...(run.shard > 0 ? { shard: run.shard } : {}), attempt: run.attempt, deadNode: run.nodeId,
         result: ended.status === 'failed' ? 'failed' : ended.next ? 'owed' : 'dropped',
       });
       if (ended.status === 'failed') log.error('period failed: too many attempts ended without an outcome');

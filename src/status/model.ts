@@ -42,6 +42,8 @@ export interface JobView {
   overlap: 'skip' | 'allow';
   timeout: number | null;
   retries: number;
+  /** `shards: N` (1: unsharded). */
+  shards: number;
   file: string;
 }
 
@@ -49,6 +51,8 @@ export interface RunView {
   job: string;
   scheduledAt: string;
   periodKey: string;
+  /** The shard of the period (0 for an unsharded job). */
+  shard: number;
   attempt: number;
   trigger: string;
   status: RunStatus;
@@ -73,7 +77,7 @@ export interface PeriodView {
 
 export interface JobDetailView {
   job: JobView;
-  /** The last 100 attempts, newest first. */
+  /** The last 100 attempts, newest first, the rows of one period (its shards) together. */
   runs: RunView[];
   /** The next 10 periods, with DST changes marked. */
   periods: PeriodView[];

@@ -3,6 +3,7 @@
  * invalid files and the summary cache (memory), plus one `history` statement where runs are asked
  * for. Never a statement per job; never a secret (the store by its kind, Redis by its state).
  */
+import { adjacentPeriods } from '../output/periods.js';
 import { hostname } from 'node:os';
 import type { InvalidJobFile, Job } from '../jobs/types.js';
 import type { SchedulerSnapshot } from '../daemon/scheduler.js';
@@ -43,7 +44,7 @@ const iso = (ms: number | null | undefined): string | null => (ms === null || ms
 export function runView(r: RunRecord): RunView {
   const pending = r.status === 'pending';
   return {
-    job: r.job, scheduledAt: r.scheduledAt.toISOString(), periodKey: r.periodKey, attempt: r.attempt, trigger: r.trigger, status: r.status,
+    job: r.job, scheduledAt: r.scheduledAt.toISOString(), periodKey: r.periodKey, shard: r.shard, attempt: r.attempt, trigger: r.trigger, status: r.status,
     reason: r.reason, nodeId: r.nodeId, startedAt: pending ? null : r.startedAt.toISOString(), finishedAt: r.finishedAt?.toISOString() ?? null,
     durationMs: r.durationMs, error: firstLine(r.error),
     ...(r.output !== undefined && r.output !== null ? { output: lastChars(r.output, OUTPUT_IN_VIEW) } : {}),
@@ -88,6 +89,7 @@ export function createStatusReader(o: StatusReaderOptions): StatusReader {
       overlap: job.overlap,
       timeout: job.timeoutMs,
       retries: job.retries,
+      shards: job.shards ?? 1,
       file: job.file,
     };
   };
@@ -139,12 +141,12 @@ export function createStatusReader(o: StatusReaderOptions): StatusReader {
       const runs = await o.store.history({ job: name, limit: 100, outputChars: OUTPUT_IN_VIEW });
       return {
         job: jobView(job, o.cache.summaries.get(name), at),
-        runs: runs.map(runView),
+        runs: adjacentPeriods(runs).map(runView),
         periods: job.enabled ? describePeriods(job.schedule, at, 10).map((p) => ({ utc: p.utc, local: p.local, dst: p.dst ?? null })) : [],
       } satisfies JobDetailView;
     },
     async runs(query: RunsQuery) {
-      return (await o.store.history({ job: query.job, status: query.status, limit: query.limit ?? 100, outputChars: OUTPUT_IN_VIEW })).map(runView);
+      return adjacentPeriods(await o.store.history({ job: query.job, status: query.status, limit: query.limit ?? 100, outputChars: OUTPUT_IN_VIEW })).map(runView);
     },
     async nodes() {
       if (!o.listNodes) return [selfNode()];

@@ -182,7 +182,7 @@ export class KnexRunStore implements RunStore {
         job: r.job,
         scheduled_at: r.scheduledAt.getTime(),
         period_key: r.periodKey,
-        shard: 0,
+        shard: r.shard ?? 0,
         attempt: 1,
         trigger: r.trigger,
         status: 'skipped',
@@ -371,29 +371,42 @@ export class KnexRunStore implements RunStore {
     });
   }
 
-  async liveRuns(job: string, leaseMs?: number): Promise<RunRecord[]> {
+  async liveRuns(job: string, leaseMs?: number, shard?: number): Promise<RunRecord[]> {
     return this.leased('read running runs', leaseMs, async () => {
       const rows = await this.table()
-        .where({ job, status: 'running' })
+        .where({ job, status: 'running', ...(shard !== undefined ? { shard } : {}) })
         .andWhereRaw(`heartbeat_at + lease_ms >= ${this.db.dialect.nowMs}`)
         .orderBy('scheduled_at', 'asc');
       return (rows as Row[]).map(toRecord);
     });
   }
 
-  async periodsWithRows(job: string, fromMs: number, toMs: number): Promise<Set<number>> {
-    return (await this.rowsInRanges([{ job, fromMs, toMs }])).get(job) ?? new Set();
+  async periodsWithRows(job: string, fromMs: number, toMs: number, shards = 1): Promise<Set<number>> {
+    return (await this.rowsInRanges([{ job, fromMs, toMs, shards }])).get(job) ?? new Set();
+  }
+
+  async periodShards(job: string, scheduledAt: Date): Promise<Set<number>> {
+    return this.wrap('read period shards', async () => {
+      const rows = await this.table().distinct('shard').where({ job, scheduled_at: scheduledAt.getTime() });
+      return new Set((rows as Array<{ shard: number | string }>).map((r) => Number(r.shard)));
+    });
   }
 
   async rowsInRanges(ranges: PeriodRange[]): Promise<Map<string, Set<number>>> {
     const out = new Map<string, Set<number>>();
     for (let i = 0; i < ranges.length; i += 100) {
       const chunk = ranges.slice(i, i + 100);
-      // One range scan of the unique index per (job, range), OR-ed into one statement.
-      const rows = await this.wrap('read periods', () => this.table().distinct('job', 'scheduled_at').where((q) => {
-        for (const r of chunk) q.orWhere((w) => w.where('job', r.job).andWhere('scheduled_at', '>=', r.fromMs).andWhere('scheduled_at', '<=', r.toMs));
-      }));
-      for (const r of rows as Array<{ job: string; scheduled_at: number | string }>) {
+      const shardsOf = new Map(chunk.map((r) => [r.job, Math.max(1, r.shards ?? 1)]));
+      // One range scan of the unique index per (job, range), OR-ed into one statement; a period
+      // counts once each of the job's shards has a row (shards beyond the count, left by a job that
+      // had more, are not counted).
+      const rows = await this.wrap('read periods', () => this.table().select('job', 'scheduled_at').countDistinct({ n: 'shard' }).where((q) => {
+        for (const r of chunk) {
+          q.orWhere((w) => w.where('job', r.job).andWhere('scheduled_at', '>=', r.fromMs).andWhere('scheduled_at', '<=', r.toMs).andWhere('shard', '<', Math.max(1, r.shards ?? 1)));
+        }
+      }).groupBy('job', 'scheduled_at'));
+      for (const r of rows as Array<{ job: string; scheduled_at: number | string; n: number | string }>) {
+        if (Number(r.n) < (shardsOf.get(r.job) ?? 1)) continue;
         const set = out.get(r.job) ?? new Set<number>();
         set.add(Number(r.scheduled_at));
         out.set(r.job, set);

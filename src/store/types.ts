@@ -21,7 +21,7 @@ export interface RunRecord {
   job: string;
   scheduledAt: Date;
   periodKey: string;
-  /** 0 until sharding lands; part of the unique key already. */
+  /** The shard of the period (`shards: N`: 0..N-1; 0 for an unsharded job); part of the unique key. */
   shard: number;
   attempt: number;
   trigger: Trigger;
@@ -70,6 +70,8 @@ export interface SkippedRun {
   trigger: Trigger;
   nodeId: string;
   reason: SkipReason;
+  /** Default 0. */
+  shard?: number;
 }
 
 export interface RunOutcome {
@@ -125,6 +127,8 @@ export interface PeriodRange {
   /** Inclusive bounds, epoch ms. */
   fromMs: number;
   toMs: number;
+  /** The job's shards (default 1): a period counts as having rows when each shard 0..shards-1 has one. */
+  shards?: number;
 }
 
 export interface PruneOptions {
@@ -188,13 +192,15 @@ export interface RunStore {
   heartbeat(runId: string, nodeId: string, leaseMs?: number): Promise<boolean>;
   /** Every attempt of one period, oldest first. */
   periodRuns(job: string, scheduledAt: Date, shard?: number): Promise<RunRecord[]>;
-  /** The job's runs with status 'running' whose heartbeat is younger than their lease (store clock). */
-  liveRuns(job: string, leaseMs?: number): Promise<RunRecord[]>;
+  /** The job's runs with status 'running' whose heartbeat is younger than their lease (store clock); of one shard only, when given. */
+  liveRuns(job: string, leaseMs?: number, shard?: number): Promise<RunRecord[]>;
   /** Running attempts whose heartbeat is older than their lease, by the store's clock, the stalest first. */
   staleRuns(limit?: number): Promise<RunRecord[]>;
-  /** Period instants (epoch ms) of the job that have any row, in [fromMs, toMs]. */
-  periodsWithRows(job: string, fromMs: number, toMs: number): Promise<Set<number>>;
-  /** periodsWithRows for many ranges in one statement: job -> instants with a row. */
+  /** Period instants (epoch ms) of the job that have a row (of each of its `shards`, default 1), in [fromMs, toMs]. */
+  periodsWithRows(job: string, fromMs: number, toMs: number, shards?: number): Promise<Set<number>>;
+  /** The shards of one period that have any row. */
+  periodShards(job: string, scheduledAt: Date): Promise<Set<number>>;
+  /** periodsWithRows for many ranges in one statement: job -> instants with a row (of each shard). */
   rowsInRanges(ranges: PeriodRange[]): Promise<Map<string, Set<number>>>;
   /** The latest period instant of the job that has a row other than a manual run's, or null. */
   latestPeriod(job: string): Promise<number | null>;

@@ -1099,6 +1099,59 @@ export function describeRunStore(backend: Backend): void {
       expect((await store.rowsInRanges([])).size).toBe(0);
     });
 
+    it('shards: one row per (period, shard, attempt); periodRuns and periodShards per shard; rowsInRanges counts a period once each shard has a row', async () => {
+      const job = `shard-${uid()}`;
+      const p0 = new Date(BASE);
+      const p1 = new Date(BASE + MINUTE);
+      // Shards 0..3 of p0: four rows under one period key; the same shard again is a duplicate.
+      const rows = await Promise.all([0, 1, 2, 3].map((shard) => inserted(store, newRun(job, p0, { shard, nodeId: `node-${shard}` }))));
+      expect(rows.map((r) => [r.shard, r.attempt, r.periodKey])).toEqual([0, 1, 2, 3].map((s) => [s, 1, `${job}@${p0.toISOString()}`]));
+      expect((await store.insertRun(newRun(job, p0, { shard: 2, nodeId: 'node-x' }))).outcome).toBe('duplicate');
+      expect((await store.periodRuns(job, p0, 2)).map((r) => r.nodeId)).toEqual(['node-2']);
+      expect((await store.periodRuns(job, p0)).map((r) => r.shard)).toEqual([0]);
+      // Live runs of one shard (the overlap check of a shard's claim): that shard's rows only.
+      expect((await store.liveRuns(job, 30_000, 2)).map((r) => [r.shard, r.nodeId])).toEqual([[2, 'node-2']]);
+      expect((await store.liveRuns(job)).map((r) => r.shard).sort()).toEqual([0, 1, 2, 3]);
+      // p1: shards 0 and 2 only (one skipped marker, one run).
+      await inserted(store, newRun(job, p1, { shard: 0 }));
+      await expect(store.insertSkipped([skipped(job, p1, { shard: 2, reason: 'missed' }), skipped(job, p1, { shard: 0, reason: 'missed' })])).resolves.toBe(1);
+      expect([...(await store.periodShards(job, p1))].sort()).toEqual([0, 2]);
+      expect((await store.periodShards(job, new Date(BASE + 9 * MINUTE))).size).toBe(0);
+      const range = { job, fromMs: BASE, toMs: BASE + MINUTE };
+      // Four shards: only p0 is complete. Two: p0 is (shards 0 and 1), p1 is not (no shard 1). One: both.
+      expect([...(await store.rowsInRanges([{ ...range, shards: 4 }])).get(job)!]).toEqual([BASE]);
+      expect([...(await store.periodsWithRows(job, BASE, BASE + MINUTE, 2))]).toEqual([BASE]);
+      expect([...(await store.rowsInRanges([range])).get(job)!].sort()).toEqual([BASE, BASE + MINUTE]);
+      // The missing shards recorded: p1 complete with 4 shards (existing rows kept, not counted).
+      await expect(store.insertSkipped([0, 1, 2, 3].map((shard) => skipped(job, p1, { shard })))).resolves.toBe(2);
+      expect([...(await store.rowsInRanges([{ ...range, shards: 4 }])).get(job)!].sort()).toEqual([BASE, BASE + MINUTE]);
+      expect((await store.periodRuns(job, p1, 2))[0]).toMatchObject({ status: 'skipped', reason: 'missed' });
+    });
+
+    it('shards: retries and takeovers are per shard: the owed attempt keeps its shard, retries count the shard\'s own failures', async () => {
+      const job = `shard-owe-${uid()}`;
+      const at = new Date(BASE + 3 * MINUTE);
+      const policy = { retries: 1, retryDelayMs: 0 };
+      const s1 = await running(job, at, { shard: 1 });
+      const s3 = await running(job, at, { shard: 3, leaseMs: 300, nodeId: 'node-dead' });
+      // Shard 1 fails: attempt 2 of shard 1 is owed (the other shard's rows do not count).
+      const e1 = await store.endAttempt(s1, 'node-a', { status: 'failed', error: 'boom' }, policy);
+      expect(e1.next).toMatchObject({ shard: 1, attempt: 2, status: 'pending', periodKey: s1.periodKey });
+      const claimed = await store.claimPending(e1.next!.id, 'node-b', 30_000);
+      expect(claimed).toMatchObject({ shard: 1, attempt: 2 });
+      // Its second failure uses up its one retry: nothing more owed.
+      expect((await store.endAttempt(claimed!, 'node-b', { status: 'failed', error: 'boom' }, policy)).next).toBeNull();
+      // Shard 3's node died: the takeover owes attempt 2 of shard 3.
+      await untilStale(store, s3.id);
+      const taken = await store.takeOver(s3, 'node-c', 'lease expired', true);
+      expect(taken!.next).toMatchObject({ shard: 3, attempt: 2, status: 'pending' });
+      expect((await store.periodRuns(job, at, 3)).map((r) => [r.attempt, r.status])).toEqual([[1, 'abandoned'], [2, 'pending']]);
+      expect((await store.periodRuns(job, at, 1)).map((r) => [r.attempt, r.status])).toEqual([[1, 'failed'], [2, 'failed']]);
+      // A failure of shard 3 counts one failure of its own, so its retry is still owed.
+      const c3 = await store.claimPending(taken!.next!.id, 'node-c', 30_000);
+      expect((await store.endAttempt(c3!, 'node-c', { status: 'failed', error: 'boom' }, policy)).next).toMatchObject({ shard: 3, attempt: 3 });
+    });
+
     it('latestPeriod: the latest period instant with any row (pending and skipped count), null without rows', async () => {
       const job = `latest-${uid()}`;
       expect(await store.latestPeriod(job)).toBeNull();

@@ -30,7 +30,7 @@ function run(job: string, scheduledAt: string, status: RunView['status'], extra:
   const started = extra.startedAt !== undefined ? extra.startedAt : iso(Date.parse(scheduledAt) + 40);
   const durationMs = extra.durationMs !== undefined ? extra.durationMs : status === 'running' || status === 'pending' ? null : 1234;
   return {
-    job, scheduledAt, periodKey: periodKey(job, new Date(scheduledAt)), attempt: 1, trigger: 'schedule', status, reason: null,
+    job, scheduledAt, periodKey: periodKey(job, new Date(scheduledAt)), shard: 0, attempt: 1, trigger: 'schedule', status, reason: null,
     nodeId: 'node-a', startedAt: started, finishedAt: started && durationMs !== null ? iso(Date.parse(started) + durationMs) : null,
     durationMs, error: null, ...extra,
   };
@@ -96,7 +96,7 @@ function jobView(job: FixtureJob, now: Date): JobView {
     last: newest ? { scheduledAt: newest.scheduledAt, status: newest.status, finishedAt: newest.finishedAt, attempt: newest.attempt, error: newest.error } : null,
     lastSuccessAt: success?.finishedAt ?? null,
     paused: job.paused ?? null, running: job.running ?? 0, failures24h: job.failures24h ?? 0, missed24h: job.missed24h ?? 0,
-    overlap: 'skip', timeout: 600_000, retries: 2, file: `/etc/cluster-cron/jobs/${job.name}.ts`,
+    overlap: 'skip', timeout: 600_000, retries: 2, shards: 1, file: `/etc/cluster-cron/jobs/${job.name}.ts`,
   };
 }
 

@@ -57,6 +57,8 @@ export interface HistoryRun {
   job: string;
   scheduledAt: string;
   periodKey: string;
+  /** The shard of the period (0 for an unsharded job). */
+  shard?: number;
   attempt: number;
   trigger: string;
   status: string;

@@ -135,9 +135,10 @@ describe('the end of a command as recorded', () => {
   });
   it('the environment names the run; SCHEDULER_DRY_RUN is 1 or 0', () => {
     const at = new Date(Date.UTC(2026, 11, 1, 2, 0));
-    expect(commandVars({ job: 'j', scheduledAt: at, periodKey: `j@${at.toISOString()}`, attempt: 2, runId: '7', dryRun: true, trigger: 'catch-up', nodeId: 'n1' })).toEqual({
+    expect(commandVars({ job: 'j', scheduledAt: at, periodKey: `j@${at.toISOString()}`, attempt: 2, runId: '7', dryRun: true, trigger: 'catch-up', nodeId: 'n1', shard: { index: 2, count: 4 } })).toEqual({
       SCHEDULER_JOB: 'j', SCHEDULER_PERIOD: '2026-12-01T02:00:00.000Z', SCHEDULER_PERIOD_KEY: 'j@2026-12-01T02:00:00.000Z', SCHEDULER_ATTEMPT: '2',
       SCHEDULER_RUN_ID: '7', SCHEDULER_DRY_RUN: '1', SCHEDULER_TRIGGER: 'catch-up', SCHEDULER_NODE_ID: 'n1',
+      SCHEDULER_SHARD_INDEX: '2', SCHEDULER_SHARD_COUNT: '4',
     });
   });
 });

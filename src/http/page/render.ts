@@ -2,6 +2,7 @@
  * Pure render functions from the status model (src/status/model.ts) to HTML: no I/O, no clock of
  * their own (`now` is passed in), so the same model always gives the same page.
  */
+import { shardText } from '../../output/periods.js';
 import type { InvalidJobView, JobDetailView, JobView, NodeView, RunView, SummaryView } from '../../status/model.js';
 import type { RunStatus } from '../../store/types.js';
 import { durationText, relativeCell, relativeInZone, timeCell } from './format.js';
@@ -207,6 +208,7 @@ ${job.paused ? fact('paused', html`${job.paused.reason ?? 'no reason given'}, ${
 ${fact('overlap', job.overlap)}
 ${fact('timeout', job.timeout === null ? 'none' : durationText(job.timeout))}
 ${fact('retries', job.retries)}
+${job.shards > 1 ? fact('shards', job.shards) : ''}
 ${fact('file', html`<code>${job.file}</code>`)}
 </dl>
 <section aria-labelledby="periods-h"><h2 id="periods-h">Next ${periods.length} periods</h2>
@@ -218,15 +220,15 @@ ${periods.map((p, i) => html`<tr${p.dst ? html` class="dst"` : ''}><td class="nu
 </section>
 <section aria-labelledby="runs-h"><h2 id="runs-h">Last ${runs.length} attempts</h2>
 ${runs.length === 0 ? html`<p class="muted">No attempt recorded yet.</p>` : html`<div class="scroll"><table class="runs">
-<thead><tr><th>period (job's time)</th><th>attempt</th><th class="wide">trigger</th><th class="wide">node</th><th class="wide">started</th><th>duration</th><th>status</th><th>error</th></tr></thead>
+<thead><tr><th>period (job's time)</th>${job.shards > 1 ? html`<th>shard</th>` : ''}<th>attempt</th><th class="wide">trigger</th><th class="wide">node</th><th class="wide">started</th><th>duration</th><th>status</th><th>error</th></tr></thead>
 <tbody>
-${runs.map((r) => runRow(r, job.timezone, now))}
+${runs.map((r) => runRow(r, job.timezone, now, job.shards))}
 </tbody></table></div>`}
 </section>`;
 }
 
-function runRow(run: RunView, timezone: string, now: Date): Markup {
-  return html`<tr data-period="${run.periodKey}"><td>${timeCell(run.scheduledAt, timezone, now)}</td><td class="num">${run.attempt}</td><td class="wide">${run.trigger}</td><td class="wide">${run.nodeId}</td><td class="wide">${timeCell(run.startedAt, timezone, now)}</td><td class="num">${durationText(run.durationMs)}</td><td>${statusBadge(run.status, run.reason)}</td><td class="error">${firstLine(run.error, 300) ?? ''}${run.output ? html`<details class="output"><summary>output</summary><pre>${run.output}</pre></details>` : ''}</td></tr>`;
+function runRow(run: RunView, timezone: string, now: Date, shards: number): Markup {
+  return html`<tr data-period="${run.periodKey}"${shards > 1 ? html` data-shard="${run.shard}"` : ''}><td>${timeCell(run.scheduledAt, timezone, now)}</td>${shards > 1 ? html`<td class="num">${shardText(run.shard, shards)}</td>` : ''}<td class="num">${run.attempt}</td><td class="wide">${run.trigger}</td><td class="wide">${run.nodeId}</td><td class="wide">${timeCell(run.startedAt, timezone, now)}</td><td class="num">${durationText(run.durationMs)}</td><td>${statusBadge(run.status, run.reason)}</td><td class="error">${firstLine(run.error, 300) ?? ''}${run.output ? html`<details class="output"><summary>output</summary><pre>${run.output}</pre></details>` : ''}</td></tr>`;
 }
 
 export function notFoundBody(name: string): Markup {

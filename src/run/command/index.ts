@@ -17,6 +17,8 @@ export interface CommandVarsOf {
   dryRun: boolean;
   trigger: Trigger;
   nodeId: string;
+  /** ctx.shard: { index: 0, count: 1 } for an unsharded job. */
+  shard: { index: number; count: number };
 }
 
 /** What `ctx` says, as environment variables. SCHEDULER_DRY_RUN is '1' or '0'. */
@@ -30,6 +32,8 @@ export function commandVars(r: CommandVarsOf): Record<string, string> {
     SCHEDULER_DRY_RUN: r.dryRun ? '1' : '0',
     SCHEDULER_TRIGGER: r.trigger,
     SCHEDULER_NODE_ID: r.nodeId,
+    SCHEDULER_SHARD_INDEX: String(r.shard.index),
+    SCHEDULER_SHARD_COUNT: String(r.shard.count),
   };
 }
 

@@ -20,6 +20,8 @@ export interface WorkerStart {
   trigger: Trigger;
   nodeId: string;
   dryRun: boolean;
+  /** ctx.shard. Absent (a parent of an older version): { index: 0, count: 1 }. */
+  shard?: { index: number; count: number };
   /** ctx.log: a pino logger at this level with these bindings (the parent's run logger's). */
   log: { level: string; bindings: Record<string, unknown> };
   maxResultBytes: number;

@@ -112,6 +112,7 @@ async function run(start: WorkerStart): Promise<void> {
     log,
     dryRun: start.dryRun,
     once: makeOnce(start.job, parentOnce, controller.signal, start.maxResultBytes),
+    shard: start.shard ?? { index: 0, count: 1 },
   };
   send({ type: 'running' });
   try {
