@@ -29,6 +29,9 @@ async function ship(db: Knex, order: Order, runId: string, signal: AbortSignal):
 export default defineJob({
   schedule: process.env.EXAMPLE_SCHEDULE ?? '0 */5 * * * *', // every five minutes
   timeout: '4m',
+  // Runs of successive periods (and manual runs) may work at once: they meet on the same keys, and
+  // ctx.once lets one of them call the carrier for each order.
+  overlap: 'allow',
   lockTtl: process.env.EXAMPLE_LOCK_TTL ?? '15s',
   catchUp: '5m',
   retries: 3,
