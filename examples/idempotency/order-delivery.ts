@@ -44,7 +44,7 @@ export default defineJob({
     for (const order of orders) {
       ctx.signal.throwIfAborted();
       const fingerprint = createHash('sha256').update(`${order.address}|${order.cents}`).digest('hex');
-      const delivery = await ctx.once(`order_delivery:${order.id}`, () => ship(db, order, ctx.runId, ctx.signal), { fingerprint, ttl: '30d' });
+      const delivery = await ctx.once.detailed(`order_delivery:${order.id}`, ({ signal }) => ship(db, order, ctx.runId, signal), { fingerprint, ttl: '30d' });
       if (delivery.replayed) replayed += 1;
       else shipped += 1;
       if (ctx.dryRun) continue;
