@@ -10,7 +10,12 @@ export type ErrorCode =
   | 'E_NOT_A_PERIOD'  // --period is not an instant of that job's schedule (exit 2)
   | 'E_REFUSED'       // a manual run refused: in flight, or already succeeded (exit 3)
   | 'E_STORE_UNAVAILABLE' // the run store cannot be reached (exit 4)
-  | 'E_LOCK_UNAVAILABLE'; // the Redis quorum cannot be reached (exit 4)
+  | 'E_LOCK_UNAVAILABLE' // the Redis quorum cannot be reached (exit 4)
+  | 'E_ONCE_IN_PROGRESS' // ctx.once: another live attempt holds the key (src/once/errors.ts)
+  | 'E_ONCE_FAILED'      // ctx.once: the key failed before and retryFailed is false
+  | 'E_ONCE_FINGERPRINT' // ctx.once: the key was used with another fingerprint
+  | 'E_ONCE_FENCED'      // ctx.once: the caller's attempt no longer owns its run: nothing written
+  | 'E_ONCE_INPUT';      // ctx.once: a bad key, fn or option, or a result JSON cannot hold
 
 export class SchedulerError extends Error {
   readonly code: ErrorCode;

@@ -15,8 +15,9 @@ import { Takeover } from './run/takeover.js';
 import { Database } from './store/database.js';
 import { KnexJobStore } from './store/jobs.js';
 import { KnexNodeStore } from './store/nodes.js';
+import { KnexOnceStore } from './store/once.js';
 import { KnexRunStore } from './store/runs.js';
-import type { JobStore, NodeStore, RunStore } from './store/types.js';
+import type { JobStore, NodeStore, OnceStore, RunStore } from './store/types.js';
 import { StoreClock } from './time/store-clock.js';
 import { EventBus } from './events/events.js';
 
@@ -26,6 +27,8 @@ export interface Stores {
   store: RunStore;
   jobStore: JobStore;
   nodeStore: NodeStore;
+  /** ctx.once's keys. */
+  onceStore: OnceStore;
   close(): Promise<void>;
 }
 
@@ -51,7 +54,7 @@ export async function openStores(config: Config): Promise<Stores> {
     await db.close().catch(() => {});
     throw err;
   }
-  return { db, store: new KnexRunStore(db), jobStore: new KnexJobStore(db), nodeStore: new KnexNodeStore(db), close: () => db.close() };
+  return { db, store: new KnexRunStore(db), jobStore: new KnexJobStore(db), nodeStore: new KnexNodeStore(db), onceStore: new KnexOnceStore(db), close: () => db.close() };
 }
 
 /** The runs table alone (history, list, migrate): closing it closes its pool. */
@@ -87,7 +90,7 @@ export async function openRuntime(config: Config, log: Logger, events: EventBus 
   await clock.start();
   const claimer = new Claimer(store, lock, config.nodeId, log, jobStore);
   if (lockDown) claimer.lockUnavailable(lockDown);
-  const executor = new Executor(store, config.nodeId, log, { maxResultBytes: config.maxResultBytes, now: () => clock.now(), events });
+  const executor = new Executor(store, config.nodeId, log, { maxResultBytes: config.maxResultBytes, now: () => clock.now(), events, onceStore: stores.onceStore });
   const runner = new PeriodRunner(store, claimer, executor, log, events);
   const takeover = new Takeover(store, jobStore, runner, config.nodeId, log, events);
   const reconciler = new Reconciler(store, jobStore, runner, config.nodeId, log, () => clock.now(), events);

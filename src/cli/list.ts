@@ -33,7 +33,9 @@ export function listCommand(program: Command): void {
         schedule: j.schedule.expression,
         timezone: j.timezone,
         enabled: j.enabled,
-        isolation: j.isolation ?? 'inline',
+        // A command job runs in a process (group) of its own.
+        isolation: j.command ? 'process' : j.isolation ?? 'inline',
+        ...(j.command ? { command: j.command.source, cwd: j.command.cwd, killAfterMs: j.command.killAfterMs } : {}),
         next: j.enabled ? nextPeriods(j.schedule, now, count).map((d) => d.toISOString()) : [],
         timeoutMs: j.timeoutMs,
         lockTtlMs: j.lockTtlMs,
@@ -55,7 +57,8 @@ export function listCommand(program: Command): void {
           const next = v.next.map((n) => new Date(n));
           const last = v.lastRun ? `last ${whenText(new Date(v.lastRun.scheduledAt), zone, now)} ${v.lastRun.status}` : 'last -';
           const opts = `overlap=${v.overlap} catchUp=${formatDuration(v.catchUpMs)}${v.retries ? ` retries=${v.retries}` : ''}${v.timeoutMs ? ` timeout=${formatDuration(v.timeoutMs)}` : ''}`;
-          const below = wrapParts([last, opts], '  ');
+          const cmd = 'command' in v && v.command !== undefined ? [`command ${typeof v.command === 'string' ? v.command : JSON.stringify(v.command)}`] : [];
+          const below = wrapParts([last, opts, ...cmd], '  ');
           if (allInTable && next.length > 0) below.push(...wrapParts(next.map((d) => formatLocal(d, zone, 'compact')), '  next ', TEXT_WIDTH, ', '));
           rows.push({
             cells: [truncate(v.name, NAME_WIDTH), v.schedule, v.timezone, !v.enabled ? 'disabled' : v.paused ? pausedText(v.paused.reason, 30) : next[0] ? whenText(next[0], zone, now) : '-'],

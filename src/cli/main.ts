@@ -5,6 +5,7 @@ import { redactText } from '../config/redact.js';
 import { SchedulerError, errorMessage } from '../errors.js';
 import { EXIT, exitCodeFor } from './exit.js';
 import { historyCommand } from './history.js';
+import { keysCommand } from './keys.js';
 import { listCommand } from './list.js';
 import { migrateCommand } from './migrate.js';
 import { nextCommand } from './next.js';
@@ -37,10 +38,11 @@ Examples:
   scheduler history nightly-report --limit 20 --status failed
   scheduler prune --older-than 90d --dry-run           # how many finished runs older than 90 days would go
   scheduler nodes                                      # the live and recently stopped nodes
+  scheduler keys --prefix order_delivery: --status failed   # ctx.once keys, for audits
   scheduler pause nightly-report --reason "db upgrade" # cluster-wide, within one tick; 'resume nightly-report' undoes it
 
 Exit statuses: 0 ok, 1 a run failed, 2 bad usage/configuration/job files, 3 refused, 4 store or Redis quorum unreachable.`);
-  for (const add of [runCommand, runOnceCommand, listCommand, nextCommand, validateCommand, historyCommand, migrateCommand, pruneCommand, nodesCommand, pauseCommands]) add(program);
+  for (const add of [runCommand, runOnceCommand, listCommand, nextCommand, validateCommand, historyCommand, keysCommand, migrateCommand, pruneCommand, nodesCommand, pauseCommands]) add(program);
   for (const cmd of program.commands) cmd.exitOverride();
   return program;
 }

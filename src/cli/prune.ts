@@ -2,7 +2,7 @@
 import type { Command } from 'commander';
 import { ConfigError, UsageError } from '../errors.js';
 import { checkRetention, retentionRefusal } from '../run/retention.js';
-import { openStore } from '../runtime.js';
+import { openStores } from '../runtime.js';
 import { DURATION_EXPECTED, formatDuration, parseDuration } from '../time/duration.js';
 import { jobsOf, print, setup, withCommonOptions, type CommonOptions } from './common.js';
 
@@ -42,18 +42,21 @@ export function pruneCommand(program: Command): void {
         throw source === '--older-than' ? new UsageError(message) : new ConfigError(message);
       }
 
-      const store = await openStore(config);
+      const stores = await openStores(config);
       try {
-        const r = await store.prune({ olderThanMs, dryRun });
+        const r = await stores.store.prune({ olderThanMs, dryRun });
+        // Expired ctx.once keys go with the history (they already count as absent).
+        const expiredKeys = r.outcome === 'pruned' ? await stores.onceStore.pruneExpired({ dryRun }) : 0;
         const olderThan = formatDuration(olderThanMs);
         const cutoff = r.cutoff.toISOString();
-        print(options.json, { outcome: r.outcome, deleted: r.deleted, dryRun, cutoff, olderThan, olderThanMs, source, batches: r.batches }, () => {
+        print(options.json, { outcome: r.outcome, deleted: r.deleted, dryRun, cutoff, olderThan, olderThanMs, source, batches: r.batches, expiredKeys }, () => {
           if (r.outcome === 'locked') return `another node is pruning now: skipped (nothing deleted; cutoff would have been ${cutoff})`;
           const what = dryRun ? `would delete ${r.deleted} finished run(s)` : `deleted ${r.deleted} finished run(s)`;
-          return `${what} started before ${cutoff} (older than ${olderThan}, from ${source === 'retention' ? 'the retention setting' : '--older-than'})${dryRun ? '; dry run: nothing deleted' : ''}`;
+          const keys = expiredKeys > 0 ? `; ${dryRun ? 'would delete' : 'deleted'} ${expiredKeys} expired ctx.once key(s)` : '';
+          return `${what} started before ${cutoff} (older than ${olderThan}, from ${source === 'retention' ? 'the retention setting' : '--older-than'})${keys}${dryRun ? '; dry run: nothing deleted' : ''}`;
         });
       } finally {
-        await store.close();
+        await stores.close();
       }
     });
 }

@@ -68,7 +68,7 @@ Examples:
       if (options.dryRun) {
         const stores = await openStores(config);
         try {
-          const executor = new Executor(stores.store, config.nodeId, log, { maxResultBytes: config.maxResultBytes });
+          const executor = new Executor(stores.store, config.nodeId, log, { maxResultBytes: config.maxResultBytes, onceStore: stores.onceStore });
           if (names.length > 0) {
             for (const job of selected) report.runs.push(await executor.dryRun(job, period ?? new Date(), 'manual'));
           } else {

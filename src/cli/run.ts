@@ -106,7 +106,7 @@ export function runCommand(program: Command): void {
       http.attach({ rt, scheduler, jobs, invalid, listNodes: () => rt.nodeStore.list({ recentMs: 86_400_000 }) });
       await scheduler.start();
       // Off the tick path: its own timer, first a minute after start, then hourly.
-      let pruner = new RetentionPruner({ store: rt.store, retentionMs: config.retentionMs, jobs, log });
+      let pruner = new RetentionPruner({ store: rt.store, onceStore: rt.onceStore, retentionMs: config.retentionMs, jobs, log });
       pruner.start();
 
       let stopping = false;
@@ -125,7 +125,7 @@ export function runCommand(program: Command): void {
           if (stopping || (!jobsChanged && now.retentionMs === previous.retentionMs)) return;
           await pruner.stop();
           if (stopping) return;
-          pruner = new RetentionPruner({ store: rt.store, retentionMs: now.retentionMs, jobs: current, log });
+          pruner = new RetentionPruner({ store: rt.store, onceStore: rt.onceStore, retentionMs: now.retentionMs, jobs: current, log });
           pruner.start();
         },
       });

@@ -23,6 +23,8 @@ export function runView(r: RunRecord) {
     error: r.error,
     result: r.result,
     resultNote: r.resultNote,
+    // A command job's last 64 KiB of stdout and stderr; null for other jobs.
+    output: r.output ?? null,
   };
 }
 

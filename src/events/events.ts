@@ -22,6 +22,10 @@ interface PeriodRef {
   scheduledAt: Date;
 }
 
+/** How a ctx.once call ended, as `scheduler_once_total{result}` counts it (a refusal by retryFailed: false, a fence or bad input is not counted). */
+export type OnceResult = 'executed' | 'replayed' | 'in_progress' | 'failed';
+export const ONCE_RESULTS: readonly OnceResult[] = ['executed', 'replayed', 'in_progress', 'failed'];
+
 export type SchedulerEvent =
   | (PeriodRef & { type: 'claim'; attempt: number; trigger: Trigger; outcome: ClaimOutcome })
   /** A body began; `delayMs` from the period's instant (store clock) for scheduled periods, from the claim otherwise. */
@@ -40,6 +44,8 @@ export type SchedulerEvent =
   | (PeriodRef & { type: 'takeover'; attempt: number; deadNode: string; result: 'owed' | 'failed' | 'dropped' })
   /** This node's attempt lost its lease (self-fenced, row taken, another holder's majority). */
   | (PeriodRef & { type: 'lease-lost'; attempt: number; runId: string; cause: string })
+  /** A ctx.once call of a body on this node: fn ran and its result was stored (executed) or it failed, a stored result was replayed, or the caller gave up waiting (in_progress). */
+  | { type: 'once'; job: string; key: string; runId: string; result: OnceResult }
   | { type: 'store'; state: 'ok' | 'down'; error?: string }
   | { type: 'redis'; state: QuorumState }
   | { type: 'clock'; offsetMs: number; rttMs: number };

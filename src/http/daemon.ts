@@ -71,7 +71,7 @@ export class DaemonHttp {
     const { rt, scheduler, jobs, invalid } = o;
     // On the main pool, not the lease keepers' (two connections that heartbeats must always find free).
     const probe = new StoreProbe(() => rt.db.withTimeout(1000, () => rt.db.now()));
-    const cache = new SummaryCache({ store: rt.store, jobStore: rt.jobStore, log: this.log, now: () => rt.clock.now() });
+    const cache = new SummaryCache({ store: rt.store, jobStore: rt.jobStore, onceStore: rt.onceStore, log: this.log, now: () => rt.clock.now() });
     const snapshot = () => scheduler.snapshot();
     const storeUp = () => snapshot().store === 'ok' && probe.answers();
     const metrics = new SchedulerMetrics({

@@ -5,7 +5,7 @@
  * memory only: no store statement.
  */
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
-import type { ClaimOutcome, SchedulerEvent, SchedulerObserver } from '../events/events.js';
+import { ONCE_RESULTS, type ClaimOutcome, type SchedulerEvent, type SchedulerObserver } from '../events/events.js';
 import type { QuorumState } from '../claim/lock.js';
 import { FINAL_STATUSES } from '../store/types.js';
 import type { SummaryCache } from './summaries.js';
@@ -32,6 +32,7 @@ export class SchedulerMetrics implements SchedulerObserver {
   private readonly takeovers: Counter;
   private readonly leaseLost: Counter;
   private readonly missed: Counter<'job'>;
+  private readonly once: Counter<'result'>;
 
   constructor(private readonly state: MetricsState, cache: SummaryCache, version: string, options: { onRunEnded?: () => void } = {}) {
     const registers = [this.registry];
@@ -46,6 +47,9 @@ export class SchedulerMetrics implements SchedulerObserver {
     this.takeovers = new Counter({ name: 'scheduler_takeovers_total', help: 'Attempts of dead nodes (lease expired) this node ended', registers });
     this.leaseLost = new Counter({ name: 'scheduler_lease_lost_total', help: "This node's attempts that lost their lease", registers });
     this.missed = new Counter({ name: 'scheduler_missed_periods_total', help: 'Periods this node recorded skipped as missed (older than catchUp with no run)', labelNames: ['job'], registers });
+    this.once = new Counter({ name: 'scheduler_once_total', help: "ctx.once calls of bodies on this node: executed (fn ran, result stored), replayed (stored result returned), in_progress (gave up waiting for a live holder), failed (fn threw, key left failed)", labelNames: ['result'], registers });
+    new Gauge({ name: 'scheduler_once_keys_retried', help: 'ctx.once keys (not expired), cluster-wide, whose fn was started more than once', registers,
+      collect() { this.set(cache.onceRetried); } });
     new Gauge({ name: 'scheduler_job_last_success_timestamp_seconds', help: "Finish of the job's newest succeeded attempt, cluster-wide (0: none)", labelNames: ['job'], registers,
       collect() {
         this.reset();
@@ -70,6 +74,7 @@ export class SchedulerMetrics implements SchedulerObserver {
     // Every series a user would graph exists at 0 from the start (rate() needs a first sample).
     for (const job of state.jobs) this.zeroJob(job);
     for (const outcome of CLAIM_OUTCOMES) this.claims.inc({ outcome }, 0);
+    for (const result of ONCE_RESULTS) this.once.inc({ result }, 0);
     this.onRunEnded = options.onRunEnded ?? (() => {});
   }
 
@@ -125,6 +130,9 @@ export class SchedulerMetrics implements SchedulerObserver {
         break;
       case 'lease-lost':
         this.leaseLost.inc();
+        break;
+      case 'once':
+        this.once.inc({ result: event.result });
         break;
       default:
         break;

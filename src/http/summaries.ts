@@ -1,12 +1,12 @@
 /**
  * Cluster-wide facts of the jobs (last success, failures and missed periods in 24 h, paused), read
  * from the store in the background so that a scrape or a page view sends no statement: any node's
- * answer tells the cluster's truth, at most a refresh old. Two statements per refresh, whatever the
- * number of jobs: RunStore.jobSummaries and JobStore.paused.
+ * answer tells the cluster's truth, at most a refresh old. Three statements per refresh, whatever the
+ * number of jobs: RunStore.jobSummaries, JobStore.paused and OnceStore.retried.
  */
 import { errorMessage } from '../errors.js';
 import type { Logger } from '../log.js';
-import type { JobStore, JobSummary, RunStore } from '../store/types.js';
+import type { JobStore, JobSummary, OnceStore, RunStore } from '../store/types.js';
 
 export const SUMMARY_EVERY_MS = 5000;
 export const SUMMARY_WINDOW_MS = 86_400_000;
@@ -14,6 +14,8 @@ export const SUMMARY_WINDOW_MS = 86_400_000;
 export interface SummaryCacheOptions {
   store: RunStore;
   jobStore: JobStore;
+  /** ctx.once's keys: the count of keys tried more than once (a third statement, on an index range). */
+  onceStore?: OnceStore;
   log: Logger;
   /** The store's clock as this node estimates it (epoch ms). */
   now: () => number;
@@ -23,6 +25,8 @@ export interface SummaryCacheOptions {
 export class SummaryCache {
   summaries = new Map<string, JobSummary>();
   paused = new Map<string, { reason: string | null; pausedAt: number }>();
+  /** ctx.once keys (not expired) whose fn was started more than once. */
+  onceRetried = 0;
   /** When the figures were read (store clock, epoch ms); null before the first read. */
   readAt: number | null = null;
   private timer: NodeJS.Timeout | undefined;
@@ -79,12 +83,13 @@ export class SummaryCache {
   }
 
   private async read(): Promise<void> {
-    const { store, jobStore, log, now } = this.options;
+    const { store, jobStore, onceStore, log, now } = this.options;
     const at = now();
     this.lastReadStart = performance.now();
     try {
-      const [summaries, paused] = await Promise.all([store.jobSummaries(at - SUMMARY_WINDOW_MS), jobStore.paused()]);
+      const [summaries, paused, retried] = await Promise.all([store.jobSummaries(at - SUMMARY_WINDOW_MS), jobStore.paused(), onceStore ? onceStore.retried() : 0]);
       this.summaries = summaries;
+      this.onceRetried = retried;
       this.paused = paused;
       this.readAt = at;
       if (this.failing) log.info('job summaries read again from the store');

@@ -9,6 +9,7 @@ import { createRequire } from 'node:module';
 import { extname } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { createJiti } from 'jiti';
+import { DATA_EXTENSIONS, parseDataJobFile } from './data-file.js';
 
 /** Job files may `import { defineJob } from 'cluster-cron'` without a package.json of their own. */
 export const PACKAGE_ENTRY = fileURLToPath(new URL('../index.js', import.meta.url));
@@ -28,6 +29,8 @@ export function createJobImporter(): JobImporter {
     const source = readFileSync(file);
     const version = contentHash(source);
     lastImported.set(file, version);
+    // A .json or .yaml job file is data (a command job): parsed, never executed.
+    if (DATA_EXTENSIONS.has(extname(file).toLowerCase())) return { default: parseDataJobFile(file, source.toString('utf8')) };
     if (!NATIVE_EXTENSIONS.has(extname(file))) return jiti.import(file) as Promise<Record<string, unknown> | undefined>;
     const first = firstImported.get(file);
     if (first === undefined) firstImported.set(file, version);

@@ -1,7 +1,8 @@
 /**
- * Finding and loading job files: `.ts`, `.mts`, `.js`, `.mjs` directly in the jobs folder, not
- * starting with `_` or `.`. TypeScript loads through jiti with no build step and no caches on disk
- * (a read-only root filesystem must work). A broken file never stops the valid ones, and no file can
+ * Finding and loading job files: `.ts`, `.mts`, `.js`, `.mjs` directly in the jobs folder, and
+ * `.json`, `.yaml`, `.yml` (command jobs only, see data-file.ts), not starting with `_` or `.`.
+ * TypeScript loads through jiti with no build step and no caches on disk (a read-only root
+ * filesystem must work). A broken file never stops the valid ones, and no file can
  * stall the others: each load has a deadline (the `loadTimeout` setting), a dangling symlink, a
  * directory or anything else that is not a regular file named like a job file, and a file removed
  * while loading are each one invalid file with its reason.
@@ -14,7 +15,9 @@ import { createJobImporter, defaultExportOf } from './importer.js';
 import type { InvalidJobFile, Job } from './types.js';
 import { validateJob, type JobFieldDefaults } from './validate.js';
 
-const EXTENSIONS = new Set(['.ts', '.mts', '.js', '.mjs']);
+const EXTENSIONS = new Set(['.ts', '.mts', '.js', '.mjs', '.json', '.yaml', '.yml']);
+/** Tooling files a jobs folder with dependencies of its own may hold: not job files, whatever their extension. */
+const TOOLING_FILE = /^(package\.json|package-lock\.json|npm-shrinkwrap\.json|tsconfig(\..+)?\.json|jsconfig\.json|pnpm-lock\.yaml|pnpm-workspace\.yaml|renovate\.json)$/;
 
 /** The default of the `loadTimeout` setting. */
 export const DEFAULT_LOAD_TIMEOUT_MS = 10_000;
@@ -57,7 +60,7 @@ export function listJobFiles(jobsDir: string): string[] {
     throw new ConfigError(`jobs folder ${jobsDir} cannot be read: ${errorMessage(err)}`);
   }
   return entries
-    .filter((f) => !f.startsWith('_') && !f.startsWith('.') && EXTENSIONS.has(extname(f)) && !f.endsWith('.d.ts'))
+    .filter((f) => !f.startsWith('_') && !f.startsWith('.') && EXTENSIONS.has(extname(f)) && !f.endsWith('.d.ts') && !TOOLING_FILE.test(f))
     .sort()
     .map((f) => join(jobsDir, f));
 }
@@ -111,7 +114,7 @@ export async function loadJobFiles(files: string[], defaultTimezone: string, cwd
       return;
     }
     const exported = defaultExportOf(mod);
-    const { job, problems } = validateJob(where, exported, defaultTimezone, options.defaults);
+    const { job, problems } = validateJob(where, exported, defaultTimezone, options.defaults, file);
     if (!job) {
       invalid.push({ file: where, problems });
       return;

@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import type { Schedule } from '../time/schedule.js';
+import type { OnceFunction } from '../once/once.js';
 
 export type Trigger = 'schedule' | 'catch-up' | 'manual';
 export type AbortReason = 'timeout' | 'lease-lost' | 'shutdown';
@@ -25,6 +26,12 @@ export interface JobContext {
   log: Logger;
   /** True when started with --dry-run: do every read, no write. */
   dryRun: boolean;
+  /**
+   * Business idempotency: `await ctx.once(key, fn, options?)` runs fn once per key across runs,
+   * attempts and nodes and resolves to its stored result (see the README, `ctx.once`);
+   * `ctx.once.detailed(...)` resolves to `{ value, replayed, attempts }`.
+   */
+  once: OnceFunction;
 }
 
 export type Duration = number | string;
@@ -92,12 +99,43 @@ export interface JobDefinition<R = unknown> {
    */
   isolation?: Isolation;
   run(ctx: JobContext): R | Promise<R>;
+  /** A job has either `run` or `command` (see CommandJobDefinition). */
+  command?: never;
   /**
    * Called once per failed period (after its last attempt failed or timed out, or was abandoned with
    * no attempt left), by the node that recorded it, after the outcome is written; bounded by the job's
    * timeout (else 30 s). Its errors are logged. Runs in the daemon's thread, whatever `isolation` says.
    */
   onFailure?(ctx: FailureContext, outcome: FailureOutcome): unknown;
+}
+
+/**
+ * A command job: `command` instead of `run`, spawned in a process group of its own (see
+ * src/run/command/). The only kind a `.json` or `.yaml` job file can define.
+ */
+export interface CommandJobDefinition extends Omit<JobDefinition, 'run' | 'command' | 'isolation' | 'onFailure'> {
+  /** A string run by `/bin/sh -c`, or an argv array spawned directly (no shell). */
+  command: string | string[];
+  /** Between SIGTERM and SIGKILL to the process group on timeout, lease loss or shutdown. Default 10s. */
+  killAfter?: Duration;
+  /** The working directory; relative to the job file's folder. Default: that folder. */
+  cwd?: string;
+  /** Variables added to the command's environment. */
+  env?: Record<string, string | number | boolean>;
+  run?: never;
+  onFailure?(ctx: FailureContext, outcome: FailureOutcome): unknown;
+}
+
+/** A command job as validated: what to spawn, where, and how to stop it. */
+export interface CommandSpec {
+  /** What the file said: the shell string, or the argv. */
+  source: string | string[];
+  /** What is spawned: `['/bin/sh', '-c', source]`, or the argv with a relative program path made absolute. */
+  argv: string[];
+  /** Absolute. */
+  cwd: string;
+  env: Record<string, string>;
+  killAfterMs: number;
 }
 
 /** A validated job, ready to schedule. */
@@ -118,6 +156,8 @@ export interface Job {
   isolation?: Isolation;
   /** The job file's path as loaded (absolute when the jobs folder is); a worker imports it from there. */
   path?: string;
+  /** Set for a command job (then `run` is never called). */
+  command?: CommandSpec;
   run(ctx: JobContext): unknown;
   onFailure?(ctx: FailureContext, outcome: FailureOutcome): unknown;
 }

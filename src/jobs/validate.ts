@@ -5,7 +5,9 @@
 import { basename, extname } from 'node:path';
 import { compileSchedule, isValidTimezone, type Schedule } from '../time/schedule.js';
 import { parseDuration, DURATION_EXPECTED } from '../time/duration.js';
-import type { Isolation, Job } from './types.js';
+import { COMMAND_FIELDS, validateCommand } from './command.js';
+import { DATA_EXTENSIONS } from './data-file.js';
+import type { CommandSpec, Isolation, Job } from './types.js';
 
 export const JOB_DEFAULTS = {
   lockTtl: '30s',
@@ -26,7 +28,7 @@ export interface JobFieldDefaults {
 
 export const ISOLATIONS: readonly Isolation[] = ['inline', 'worker'];
 
-const FIELDS = ['name', 'schedule', 'timezone', 'timeout', 'lockTtl', 'overlap', 'catchUp', 'coalesce', 'retries', 'retryDelay', 'enabled', 'isolation', 'run', 'onFailure', 'description'];
+const FIELDS = ['name', 'schedule', 'timezone', 'timeout', 'lockTtl', 'overlap', 'catchUp', 'coalesce', 'retries', 'retryDelay', 'enabled', 'isolation', 'run', 'onFailure', 'description', ...COMMAND_FIELDS];
 export const JOB_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/;
 const MIN_LOCK_TTL_MS = 1000;
 
@@ -40,14 +42,18 @@ function show(value: unknown): string {
   }
 }
 
-export function validateJob(file: string, exported: unknown, defaultTimezone: string, defaults: JobFieldDefaults = {}): { job?: Job; problems: string[] } {
+/** `path`: the file as loaded, when `file` (as shown) is relative to another folder than the working directory. */
+export function validateJob(file: string, exported: unknown, defaultTimezone: string, defaults: JobFieldDefaults = {}, path: string = file): { job?: Job; problems: string[] } {
   const where = file;
+  const data = DATA_EXTENSIONS.has(extname(file).toLowerCase());
   const problems: string[] = [];
   const bad = (field: string, value: unknown, expected: string) =>
     problems.push(`${where}: field '${field}' = ${show(value)}: expected ${expected}`);
 
   if (exported === null || typeof exported !== 'object' || Array.isArray(exported)) {
-    problems.push(`${where}: default export = ${show(exported)}: expected a plain object with at least 'schedule' and 'run' (see defineJob)`);
+    problems.push(data
+      ? `${where}: content = ${show(exported)}: expected an object (a mapping) with at least 'schedule' and 'command'`
+      : `${where}: default export = ${show(exported)}: expected a plain object with at least 'schedule' and 'run' (see defineJob)`);
     return { problems };
   }
   const def = exported as Record<string, unknown>;
@@ -109,14 +115,25 @@ export function validateJob(file: string, exported: unknown, defaultTimezone: st
     bad('retries', def.retries, 'a whole number from 0 to 100');
   }
 
-  const isolation = def.isolation ?? defaults.isolation ?? JOB_DEFAULTS.isolation;
-  if (!ISOLATIONS.includes(isolation as Isolation)) bad('isolation', def.isolation, "'inline' or 'worker'");
+  // A command job runs in a process of its own: exactly one of `run` and `command`.
+  let command: CommandSpec | undefined;
+  const isCommand = def.command !== undefined;
+  if (isCommand) {
+    if (def.run !== undefined) bad('run', def.run, "no field: a job has either 'run' or 'command', not both");
+    if (def.isolation !== undefined) bad('isolation', def.isolation, 'no field: a command job runs in a process of its own');
+    command = validateCommand(def, path, bad);
+  } else {
+    for (const field of COMMAND_FIELDS) if (def[field] !== undefined) bad(field, def[field], "no field, unless the job has 'command' (this one has 'run')");
+  }
+  const isolation = isCommand ? undefined : def.isolation ?? defaults.isolation ?? JOB_DEFAULTS.isolation;
+  if (!isCommand && !ISOLATIONS.includes(isolation as Isolation)) bad('isolation', def.isolation, "'inline' or 'worker'");
 
-  if (typeof def.run !== 'function') bad('run', def.run, 'a function (async run(ctx) { ... })');
+  if (data && !isCommand) bad('command', def.command, `a shell command string or an argv array: a ${extname(file)} job file defines a command job${def.run !== undefined ? " ('run' needs a .ts or .js file)" : ''}`);
+  else if (!isCommand && typeof def.run !== 'function') bad('run', def.run, "a function (async run(ctx) { ... }), or a 'command' instead");
   if (def.onFailure !== undefined && typeof def.onFailure !== 'function') bad('onFailure', def.onFailure, 'a function (async onFailure(ctx, outcome) { ... }), or no field');
   if (def.description !== undefined && typeof def.description !== 'string') bad('description', def.description, 'a string');
 
-  if (problems.length > 0 || !schedule) return { problems };
+  if (problems.length > 0 || !schedule || (isCommand && !command)) return { problems };
   return {
     problems,
     job: {
@@ -132,9 +149,13 @@ export function validateJob(file: string, exported: unknown, defaultTimezone: st
       retries: retries as number,
       retryDelayMs: retryDelayMs!,
       enabled: enabled as boolean,
-      isolation: isolation as Isolation,
-      run: def.run as Job['run'],
+      ...(command ? { command, run: commandHasNoRun } : { isolation: isolation as Isolation, run: def.run as Job['run'] }),
       ...(typeof def.onFailure === 'function' ? { onFailure: def.onFailure as Job['onFailure'] } : {}),
     },
   };
+}
+
+/** The `run` of a command job: never called (run/body.ts spawns the command instead). */
+function commandHasNoRun(): never {
+  throw new Error('a command job has no run(): its command is spawned instead');
 }

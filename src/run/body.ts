@@ -4,7 +4,9 @@
  * is recorded when the signal fires (an inline body is left to finish in the background; a worker
  * body is terminated after a short grace). What the body returned is stored as JSON up to
  * `maxResultBytes` (otherwise a `resultNote` says why not, and a warning is logged); what it threw is
- * stored with its message and stack, or, for a non-Error, as its JSON and type.
+ * stored with its message and stack, or, for a non-Error, as its JSON and type. A command job's
+ * process (run/command/) is the exception to "not waited for": its outcome is recorded only after its
+ * process group is gone, with its output tail.
  */
 import { resolve } from 'node:path';
 import type { AbortReason, Job, JobContext } from '../jobs/types.js';
@@ -14,6 +16,10 @@ import { describeThrown, serialiseResult } from './outcome.js';
 import { DEFAULT_WORKER_GRACE_MS, runInWorker } from './isolation/worker-body.js';
 import type { LoopWatchdog } from './isolation/watchdog.js';
 import { inBodyScope } from './body-scope.js';
+import { makeOnce, noOnceBackend, StoreOnceBackend, type OnceBackend } from '../once/once.js';
+import type { OnceStore } from '../store/types.js';
+import type { SchedulerObserver } from '../events/events.js';
+import { commandOutcome, commandVars, runCommand } from './command/index.js';
 
 export const STATUS_ON_ABORT: Record<AbortReason, RunOutcome['status']> = {
   timeout: 'timed_out',
@@ -36,11 +42,26 @@ export interface BodyRun {
   workerGraceMs?: number;
   /** The same after a 'lease-lost' abort (shorter: the worker must be gone before the lease runs out in the store). */
   leaseLostGraceMs?: number;
+  /** Where ctx.once keeps its keys (none: ctx.once refuses). */
+  onceStore?: OnceStore;
+  /** Where ctx.once's calls are counted. */
+  events?: SchedulerObserver;
+}
+
+/** The store's part of ctx.once for this attempt (a worker body reaches it through messages). */
+function onceBackend(b: BodyRun): OnceBackend {
+  if (!b.onceStore) return noOnceBackend(b.job.name);
+  return new StoreOnceBackend({
+    store: b.onceStore, caller: { job: b.job.name, runId: b.run.id, attempt: b.run.attempt, nodeId: b.nodeId },
+    signal: b.controller.signal, dryRun: b.dryRun, log: b.log, events: b.events,
+  });
 }
 
 type Settled =
-  | { kind: 'ok'; json: string | null; note: string | null; value: () => unknown }
-  | { kind: 'error'; error: string; errorStack: string | null };
+  | { kind: 'ok'; json: string | null; note: string | null; value: () => unknown; output?: string }
+  | { kind: 'error'; error: string; errorStack: string | null; output?: string }
+  /** A command stopped by the scheduler (after an abort): how its group ended. */
+  | { kind: 'stopped'; text: string; output: string };
 
 export async function runBody(b: BodyRun): Promise<RunOutcome> {
   const { job, run, controller, log } = b;
@@ -52,13 +73,19 @@ export async function runBody(b: BodyRun): Promise<RunOutcome> {
     if (controller.signal.aborted) onAbort();
     else controller.signal.addEventListener('abort', onAbort, { once: true });
   });
-  log.info({ trigger: run.trigger, scheduledAt: run.scheduledAt.toISOString(), ...(isolation === 'worker' ? { isolation } : {}) }, 'run started');
-  const settled = isolation === 'worker' ? inWorker(b) : inline(b);
+  // A command's text is not logged at each run (it may carry a token); `list` shows it.
+  log.info({ trigger: run.trigger, scheduledAt: run.scheduledAt.toISOString(), ...(job.command ? { isolation: 'process' } : isolation === 'worker' ? { isolation } : {}) }, 'run started');
+  const settled = job.command ? inCommand(b) : isolation === 'worker' ? inWorker(b) : inline(b);
   // A body that ignores its signal is not waited for: the outcome is recorded when the signal fires.
   const first = await Promise.race([settled, aborted]);
   if (timer) clearTimeout(timer);
   if (first.kind === 'aborted') {
-    if (isolation === 'worker') {
+    let late: Settled | undefined;
+    if (job.command) {
+      // Recorded only once the process group is gone: SIGTERM, SIGKILL after killAfter (run/command/
+      // bounds the wait, the lease-lost grace included); the lease is kept meanwhile.
+      late = await settled;
+    } else if (isolation === 'worker') {
       // The worker is gone before the outcome is written: the outcome owes the next attempt (at once
       // after a shutdown), which another node may start. Bounded by the worker's grace; the timer is
       // ref'd so that a one-shot command does not end while it waits.
@@ -68,11 +95,27 @@ export async function runBody(b: BodyRun): Promise<RunOutcome> {
     }
     const reason = first.reason;
     const what = reason === 'timeout' ? `timed out after ${job.timeoutMs}ms` : reason === 'shutdown' ? 'interrupted by shutdown' : 'lease lost';
-    return { status: STATUS_ON_ABORT[reason] ?? 'failed', error: what, reason };
+    const how = late?.kind === 'stopped' && late.text ? `; ${late.text}` : '';
+    return { status: STATUS_ON_ABORT[reason] ?? 'failed', error: what + how, reason, ...(late?.output !== undefined ? { output: late.output } : {}) };
   }
-  if (first.kind === 'error') return { status: 'failed', error: first.error, errorStack: first.errorStack };
+  const output = first.output !== undefined ? { output: first.output } : {};
+  if (first.kind === 'stopped') return { status: 'failed', error: first.text, ...output };
+  if (first.kind === 'error') return { status: 'failed', error: first.error, errorStack: first.errorStack, ...output };
   if (first.note) log.warn({ resultNote: first.note }, first.note);
-  return { status: 'succeeded', result: first.json === null ? null : first.value(), resultJson: first.json, resultNote: first.note };
+  return { status: 'succeeded', result: first.json === null ? null : first.value(), resultJson: first.json, resultNote: first.note, ...output };
+}
+
+async function inCommand(b: BodyRun): Promise<Settled> {
+  const { job, run } = b;
+  const ended = await runCommand({
+    spec: job.command!,
+    vars: commandVars({ job: job.name, scheduledAt: run.scheduledAt, periodKey: run.periodKey, attempt: run.attempt, runId: run.id, dryRun: b.dryRun, trigger: run.trigger, nodeId: b.nodeId }),
+    log: b.log,
+    signal: b.controller.signal,
+    leaseLostGraceMs: b.leaseLostGraceMs,
+  });
+  if (ended.stopped) return { kind: 'stopped', text: ended.stopped.text, output: ended.output };
+  return commandOutcome(ended);
 }
 
 function inline(b: BodyRun): Promise<Settled> {
@@ -88,6 +131,7 @@ function inline(b: BodyRun): Promise<Settled> {
     signal: b.controller.signal,
     log: b.log,
     dryRun: b.dryRun,
+    once: makeOnce(job.name, onceBackend(b), b.controller.signal, b.maxResultBytes),
   };
   return Promise.resolve()
     .then(() => {
@@ -133,6 +177,7 @@ async function inWorker(b: BodyRun): Promise<Settled> {
     signal: b.controller.signal,
     graceMs: b.workerGraceMs,
     leaseLostGraceMs: b.leaseLostGraceMs,
+    once: onceBackend(b),
   });
   if (settled.kind === 'error') return settled;
   const json = settled.json;

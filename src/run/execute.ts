@@ -9,7 +9,7 @@ import { errorMessage, StoreUnavailableError } from '../errors.js';
 import type { AbortReason, Job, Trigger } from '../jobs/types.js';
 import type { Logger } from '../log.js';
 import type { Lease } from '../claim/lock.js';
-import type { FinalStatus, RunOutcome, RunRecord, RunStore } from '../store/types.js';
+import type { FinalStatus, OnceStore, RunOutcome, RunRecord, RunStore } from '../store/types.js';
 import { periodKey } from '../time/schedule.js';
 import { runBody } from './body.js';
 import { LoopWatchdog } from './isolation/watchdog.js';
@@ -61,6 +61,8 @@ export interface ExecutorOptions {
   now?: () => number;
   /** Where run-started, run-finished and lease-lost go. */
   events?: SchedulerObserver;
+  /** Where ctx.once keeps its keys (none: ctx.once refuses). */
+  onceStore?: OnceStore;
 }
 
 /** The outcome of an attempt aborted before its body began. */
@@ -234,6 +236,7 @@ export class Executor {
       maxResultBytes: this.options.maxResultBytes ?? DEFAULT_MAX_RESULT_BYTES, workerGraceMs: this.options.workerGraceMs,
       // A self-fenced attempt aborts fenceMargin before its lease can run out in the store: its worker must be gone by then.
       leaseLostGraceMs: Math.floor(fenceMargin(job.lockTtlMs) / 2),
+      onceStore: this.options.onceStore, events: this.events,
     });
   }
 

@@ -7,7 +7,7 @@
 import { errorMessage } from '../errors.js';
 import type { Job } from '../jobs/types.js';
 import type { Logger } from '../log.js';
-import type { PruneResult, RunStore } from '../store/types.js';
+import type { OnceStore, PruneResult, RunStore } from '../store/types.js';
 import { formatDuration } from '../time/duration.js';
 
 /** Rows younger than the largest catchUp plus this margin are never pruned (claims ahead, clock skew, late timers). */
@@ -44,6 +44,8 @@ export function retentionRefusal(setting: string, olderThanMs: number, check: Re
 
 export interface RetentionPrunerOptions {
   store: RunStore;
+  /** ctx.once's keys: the expired ones are deleted with each prune. */
+  onceStore?: OnceStore;
   /** null: retention off, never prune. */
   retentionMs: number | null;
   jobs: readonly Job[];
@@ -108,6 +110,10 @@ export class RetentionPruner {
       if (r.outcome === 'locked') log.info({ retention }, 'prune: another node is pruning now; skipped');
       else if (r.outcome === 'aborted') log.info(fields, 'prune: stopped by shutdown');
       else log.info(fields, `prune: deleted ${r.deleted} finished run(s) older than ${retention}`);
+      if (r.outcome === 'pruned' && this.options.onceStore) {
+        const keys = await this.options.onceStore.pruneExpired({ signal: this.abort.signal });
+        if (keys > 0) log.info({ keys }, `prune: deleted ${keys} expired ctx.once key(s)`);
+      }
     } catch (err) {
       log.warn({ err: { message: errorMessage(err) }, retention }, 'prune failed; trying again at the next interval');
     }

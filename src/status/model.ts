@@ -59,6 +59,8 @@ export interface RunView {
   durationMs: number | null;
   /** The first line of the error, at most 300 characters. */
   error: string | null;
+  /** A command job's output: the last OUTPUT_IN_VIEW characters of the stored tail (`history --json` has all 64 KiB); null for other jobs. */
+  output?: string | null;
 }
 
 export interface PeriodView {

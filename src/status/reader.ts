@@ -46,7 +46,15 @@ export function runView(r: RunRecord): RunView {
     job: r.job, scheduledAt: r.scheduledAt.toISOString(), periodKey: r.periodKey, attempt: r.attempt, trigger: r.trigger, status: r.status,
     reason: r.reason, nodeId: r.nodeId, startedAt: pending ? null : r.startedAt.toISOString(), finishedAt: r.finishedAt?.toISOString() ?? null,
     durationMs: r.durationMs, error: firstLine(r.error),
+    ...(r.output !== undefined && r.output !== null ? { output: lastChars(r.output, OUTPUT_IN_VIEW) } : {}),
   };
+}
+
+/** How much of a command job's output the page and /api show per run (a job page has 100 runs). */
+export const OUTPUT_IN_VIEW = 2000;
+
+function lastChars(text: string, n: number): string {
+  return text.length <= n ? text : `…${text.slice(text.length - n)}`;
 }
 
 export function createStatusReader(o: StatusReaderOptions): StatusReader {
@@ -128,7 +136,7 @@ export function createStatusReader(o: StatusReaderOptions): StatusReader {
       const job = byName.get(name);
       if (!job) return null;
       const at = new Date(o.now());
-      const runs = await o.store.history({ job: name, limit: 100 });
+      const runs = await o.store.history({ job: name, limit: 100, outputChars: OUTPUT_IN_VIEW });
       return {
         job: jobView(job, o.cache.summaries.get(name), at),
         runs: runs.map(runView),
@@ -136,7 +144,7 @@ export function createStatusReader(o: StatusReaderOptions): StatusReader {
       } satisfies JobDetailView;
     },
     async runs(query: RunsQuery) {
-      return (await o.store.history({ job: query.job, status: query.status, limit: query.limit ?? 100 })).map(runView);
+      return (await o.store.history({ job: query.job, status: query.status, limit: query.limit ?? 100, outputChars: OUTPUT_IN_VIEW })).map(runView);
     },
     async nodes() {
       if (!o.listNodes) return [selfNode()];

@@ -10,6 +10,11 @@ export const JOBS_TABLE = 'scheduler_jobs';
 export const MIGRATIONS_TABLE = 'scheduler_migrations';
 export const NODES_TABLE = 'scheduler_nodes';
 export const ALERTS_TABLE = 'scheduler_alerts';
+export const ONCE_TABLE = 'scheduler_once_keys';
+/** ctx.once keys: at most this many characters (191 x 4 bytes fits any InnoDB unique index in utf8mb4). */
+export const ONCE_KEY_MAX = 191;
+/** options.fingerprint: at most this many characters. */
+export const ONCE_FINGERPRINT_MAX = 255;
 
 /** The indexes read newest first (ORDER BY started_at DESC, id DESC). */
 const ORDERED_INDEXES: Array<[string, string[]]> = [
@@ -218,6 +223,55 @@ const migrations: Migration[] = [
     },
     async down(knex) {
       await knex.schema.dropTableIfExists(ALERTS_TABLE);
+    },
+  },
+  {
+    // ctx.once: one row per business key, global across jobs. Every write is a compare-and-set on
+    // `version`, fenced by the caller's run row (see src/store/once.ts). Instants: store clock.
+    name: '0009_once_keys',
+    async up(knex) {
+      await knex.schema.createTable(ONCE_TABLE, (t) => {
+        t.string('key', ONCE_KEY_MAX).notNullable().primary();
+        t.string('job', 100).notNullable(); // the job whose run took the key last
+        t.string('status', 16).notNullable(); // processing, succeeded, failed
+        t.string('fingerprint', ONCE_FINGERPRINT_MAX).nullable();
+        t.text('result', 'mediumtext').nullable(); // JSON; NULL: fn returned undefined (or not succeeded)
+        t.text('error').nullable();
+        t.integer('attempts').notNullable(); // how many times fn was started for this key
+        t.integer('version').notNullable(); // bumped by every write: the compare-and-set token
+        t.bigInteger('holder_run_id').notNullable(); // the run (attempt) that took the key last
+        t.integer('holder_attempt').notNullable();
+        t.string('holder_node', 100).notNullable();
+        t.bigInteger('first_run_id').notNullable();
+        t.bigInteger('created_at').notNullable(); // store clock
+        t.bigInteger('updated_at').notNullable(); // store clock
+        t.bigInteger('expires_at').notNullable(); // store clock: absent after this, pruned with the history
+        t.index(['expires_at'], 'scheduler_once_keys_expires');
+        // The retried-keys gauge reads a range of this index.
+        t.index(['attempts'], 'scheduler_once_keys_attempts');
+      });
+      // Keys are compared byte-wise, as job names are: 'Order:1' and 'order:1' are two keys.
+      if (knex.client.config.client === 'mysql2') {
+        await knex.raw(`ALTER TABLE ?? MODIFY ?? VARCHAR(${ONCE_KEY_MAX}) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL`, [ONCE_TABLE, 'key']);
+        await knex.raw('ALTER TABLE ?? MODIFY ?? VARCHAR(100) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL', [ONCE_TABLE, 'job']);
+      }
+    },
+    async down(knex) {
+      await knex.schema.dropTableIfExists(ONCE_TABLE);
+    },
+  },
+  {
+    // A command job's last 64 KiB of stdout and stderr, written with its outcome.
+    name: '0010_run_output',
+    async up(knex) {
+      await knex.schema.alterTable(RUNS_TABLE, (t) => {
+        t.text('output', 'mediumtext').nullable();
+      });
+    },
+    async down(knex) {
+      await knex.schema.alterTable(RUNS_TABLE, (t) => {
+        t.dropColumn('output');
+      });
     },
   },
 ];

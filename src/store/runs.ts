@@ -38,6 +38,7 @@ interface Row {
   result_note?: string | null;
   error: string | null;
   error_stack: string | null;
+  output?: string | null;
 }
 
 const date = (v: number | string | null): Date | null => (v === null || v === undefined ? null : new Date(Number(v)));
@@ -73,6 +74,7 @@ function toRecord(row: Row): RunRecord {
     resultNote: row.result_note ?? null,
     error: row.error,
     errorStack: row.error_stack,
+    output: row.output ?? null,
   };
 }
 
@@ -107,6 +109,9 @@ export function storableText(value: string | null | undefined, maxBytes = MAX_TE
   if (cut.endsWith('\uFFFD') && !text.startsWith(cut)) cut = cut.slice(0, -1);
   return cut + note;
 }
+
+/** The output column (MEDIUMTEXT on MySQL): a 64 KiB tail with room to spare. */
+const MAX_OUTPUT_BYTES = 256 * 1024;
 
 /** Statuses that end an attempt without an outcome of its own, or by a failure: the next attempt may be owed. */
 const OWING: ReadonlySet<FinalStatus> = new Set(['failed', 'timed_out', 'abandoned', 'interrupted']);
@@ -208,6 +213,8 @@ export class KnexRunStore implements RunStore {
       error: storableText(outcome.error),
       error_stack: storableText(outcome.errorStack),
       reason: outcome.reason === null || outcome.reason === undefined ? null : storableText(outcome.reason)!.slice(0, 200),
+      // A command job's tail, already at most 64 KiB; only outcomes that carry one write the column.
+      ...(outcome.output !== undefined ? { output: storableText(outcome.output, MAX_OUTPUT_BYTES) } : {}),
     };
   }
 
@@ -424,12 +431,31 @@ export class KnexRunStore implements RunStore {
       // The index that serves the filters and the order at any size (see Dialect.tableUsing).
       const index = query.job ? (query.status ? 'scheduler_runs_job_status_started' : 'scheduler_runs_job_started')
         : query.status ? 'scheduler_runs_status_started' : 'scheduler_runs_started';
-      const q = this.knex.from(this.db.dialect.tableUsing(this.knex, RUNS_TABLE, index)).select('*');
+      const q = this.knex.from(this.db.dialect.tableUsing(this.knex, RUNS_TABLE, index));
+      if (query.outputChars === undefined) q.select('*');
+      else q.select([...(await this.columnsBut('output')), this.outputTail(query.outputChars + 1)]);
       if (query.job) q.where({ job: query.job });
       if (query.status) q.where({ status: query.status });
       q.orderBy([{ column: 'started_at', order: 'desc' }, { column: 'id', order: 'desc' }]).limit(query.limit ?? 50);
       return ((await q) as Row[]).map(toRecord);
     });
+  }
+
+  private columns: Promise<string[]> | undefined;
+
+  /** The runs table's columns but `except` (read once: they are fixed by the migrations this process ran or found). */
+  private async columnsBut(except: string): Promise<string[]> {
+    this.columns ??= this.knex(RUNS_TABLE).columnInfo().then((info) => Object.keys(info), (err: unknown) => {
+      this.columns = undefined;
+      throw err;
+    });
+    return (await this.columns).filter((c) => c !== except);
+  }
+
+  /** SQL: the last `chars` characters of the output column, as `output`. */
+  private outputTail(chars: number): Knex.Raw {
+    const n = Math.max(1, Math.floor(chars));
+    return this.kind === 'sqlite' ? this.knex.raw('substr(??, ?) as ??', ['output', -n, 'output']) : this.knex.raw('right(??, ?) as ??', ['output', n, 'output']);
   }
 
   async jobSummaries(sinceMs: number): Promise<Map<string, JobSummary>> {

@@ -48,6 +48,8 @@ export interface RunRecord {
   resultNote: string | null;
   error: string | null;
   errorStack: string | null;
+  /** A command job's last 64 KiB of stdout and stderr ('' when it printed nothing); null for other jobs, and rows from before migration 0010. */
+  output?: string | null;
 }
 
 export interface NewRun {
@@ -83,6 +85,8 @@ export interface RunOutcome {
   error?: string | null;
   errorStack?: string | null;
   reason?: string | null;
+  /** A command job's output tail (stored in the output column). */
+  output?: string | null;
   /**
    * How long before this write was sent the body started and ended, by the node's monotonic clock:
    * the store turns them into started_at and finished_at on its own clock, so that a row's times
@@ -95,6 +99,8 @@ export interface HistoryQuery {
   job?: string;
   status?: RunStatus;
   limit?: number;
+  /** Read at most this many characters plus one of each run's output, its end (views that show a little of it); default all. */
+  outputChars?: number;
 }
 
 export type InsertResult = { outcome: 'inserted'; run: RunRecord } | { outcome: 'duplicate' };
@@ -329,4 +335,78 @@ export interface JobSummary {
   missed: number;
   /** Rows running now. */
   running: number;
+}
+
+/** A ctx.once key's state (`scheduler_once_keys`). */
+export type OnceStatus = 'processing' | 'succeeded' | 'failed';
+export const ONCE_STATUSES: readonly OnceStatus[] = ['processing', 'succeeded', 'failed'];
+
+/** The attempt that asks: every write is fenced by its run row (running, this node, this attempt, lease fresh by the store's clock). */
+export interface OnceCaller {
+  job: string;
+  runId: string;
+  attempt: number;
+  nodeId: string;
+}
+
+/** A key as read, judged by the store's clock at the read. Instants: store clock, epoch ms. */
+export interface OnceRecord {
+  key: string;
+  /** The job whose run took the key last. */
+  job: string;
+  status: OnceStatus;
+  fingerprint: string | null;
+  /** The stored result as JSON (succeeded); null for `undefined` or when not succeeded. */
+  resultJson: string | null;
+  error: string | null;
+  /** How many times fn was started for the key (since it was created or expired). */
+  attempts: number;
+  /** The compare-and-set token: bumped by every write. */
+  version: number;
+  /** The run (attempt) that took the key last: the holder while it is processing, the last run after. */
+  holder: { runId: string; attempt: number; nodeId: string };
+  firstRunId: string;
+  createdAt: number;
+  updatedAt: number;
+  expiresAt: number;
+  /** The holder's run row is running on its node at its attempt with a fresh lease (store clock). */
+  holderLive: boolean;
+  /** Past expires_at (and not processing under a live holder): counts as absent. */
+  expired: boolean;
+}
+
+export type OnceTakeResult =
+  /** The caller holds the key (processing); `version` is its token for settle. */
+  | { outcome: 'taken'; version: number; attempts: number }
+  /** Another caller wrote the key first, or since `seen` was read: read it again and decide again. */
+  | { outcome: 'changed' }
+  /** The caller's attempt no longer owns its run row: nothing was written. */
+  | { outcome: 'fenced' };
+
+export interface OnceQuery {
+  /** Keys that start with this (compared byte-wise). */
+  prefix?: string;
+  status?: OnceStatus;
+  job?: string;
+  /** Default 100. */
+  limit?: number;
+}
+
+export interface OnceStore {
+  /** One statement: the key with its holder's liveness and its expiry judged by the store's clock; null when absent. */
+  read(key: string): Promise<OnceRecord | null>;
+  /**
+   * Takes the key for the caller (processing, holder = caller), fenced by the caller's run row in
+   * the same statement: inserted when `seen` is null, otherwise a compare-and-set on `seen.version`
+   * of a key that may be taken (failed, expired, or processing under a holder no longer live).
+   */
+  take(key: string, caller: OnceCaller, options: { fingerprint: string | null; ttlMs: number }, seen: OnceRecord | null): Promise<OnceTakeResult>;
+  /** Ends the caller's hold (compare-and-set on `version`, fenced by its run row); false: nothing written. */
+  settle(key: string, caller: OnceCaller, version: number, outcome: { status: 'succeeded'; resultJson: string | null } | { status: 'failed'; error: string }): Promise<boolean>;
+  /** Keys for `scheduler keys`, most recently written first (expired ones included, flagged). */
+  list(query: OnceQuery): Promise<OnceRecord[]>;
+  /** Keys not expired whose fn was started more than once. */
+  retried(): Promise<number>;
+  /** Deletes expired keys (not one processing under a live holder), in batches; returns how many (with dryRun: would). */
+  pruneExpired(options?: { dryRun?: boolean; batchSize?: number; signal?: AbortSignal }): Promise<number>;
 }

@@ -17,6 +17,8 @@ const CONTRACT_METRICS = [
   'scheduler_takeovers_total', 'scheduler_lease_lost_total', 'scheduler_missed_periods_total', 'scheduler_job_last_success_timestamp_seconds',
   'scheduler_job_next_run_timestamp_seconds', 'scheduler_job_paused', 'scheduler_redis_quorum', 'scheduler_store_up',
   'scheduler_clock_offset_seconds', 'scheduler_build_info',
+  // ctx.once's (issue 9)
+  'scheduler_once_total', 'scheduler_once_keys_retried',
 ];
 const TOKEN = 'tok-9f8e7d6c5b4a';
 /** A job no daemon runs by itself in a test's time (1 January, 00:00). */

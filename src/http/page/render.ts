@@ -226,7 +226,7 @@ ${runs.map((r) => runRow(r, job.timezone, now))}
 }
 
 function runRow(run: RunView, timezone: string, now: Date): Markup {
-  return html`<tr data-period="${run.periodKey}"><td>${timeCell(run.scheduledAt, timezone, now)}</td><td class="num">${run.attempt}</td><td class="wide">${run.trigger}</td><td class="wide">${run.nodeId}</td><td class="wide">${timeCell(run.startedAt, timezone, now)}</td><td class="num">${durationText(run.durationMs)}</td><td>${statusBadge(run.status, run.reason)}</td><td class="error">${firstLine(run.error, 300) ?? ''}</td></tr>`;
+  return html`<tr data-period="${run.periodKey}"><td>${timeCell(run.scheduledAt, timezone, now)}</td><td class="num">${run.attempt}</td><td class="wide">${run.trigger}</td><td class="wide">${run.nodeId}</td><td class="wide">${timeCell(run.startedAt, timezone, now)}</td><td class="num">${durationText(run.durationMs)}</td><td>${statusBadge(run.status, run.reason)}</td><td class="error">${firstLine(run.error, 300) ?? ''}${run.output ? html`<details class="output"><summary>output</summary><pre>${run.output}</pre></details>` : ''}</td></tr>`;
 }
 
 export function notFoundBody(name: string): Markup {

@@ -36,6 +36,7 @@ time{white-space:nowrap}.rel{color:#5f6b7a;font-size:12px;white-space:nowrap}
 .badge .reason{font-weight:400}
 .bad-text{color:#a50e0e;font-weight:600}
 .error{color:#a50e0e;font:12px ui-monospace,SFMono-Regular,Menlo,monospace;overflow-wrap:anywhere;min-width:14em;max-width:40em}
+.output summary{cursor:pointer;color:#5f6b7a}.output pre{margin:4px 0;max-height:20em;overflow:auto;white-space:pre-wrap;color:#1d232a;background:#f6f7f9;padding:4px}
 tr.dst td{background:#fffbeb}
 dl.facts{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;margin:0}
 dl.facts dt{color:#5f6b7a}dl.facts dd{margin:0;overflow-wrap:anywhere}

@@ -4,6 +4,8 @@
  * bench/isolation.mjs, not offered as a setting).
  */
 import type { AbortReason, Trigger } from '../../jobs/types.js';
+import type { OnceErrorWire } from '../../once/errors.js';
+import type { OnceAcquired, OnceRequest, OnceSettle } from '../../once/once.js';
 
 /** What the worker needs to load the job file and build ctx. */
 export interface WorkerStart {
@@ -25,7 +27,10 @@ export interface WorkerStart {
 
 export type ToWorker =
   | { type: 'start'; start: WorkerStart }
-  | { type: 'abort'; reason: AbortReason };
+  | { type: 'abort'; reason: AbortReason }
+  /** The answer to a ctx.once request (by its id): the acquire's or the settle's value, or the error it threw. */
+  | { type: 'once-reply'; id: number; ok: true; value: OnceAcquired | null }
+  | { type: 'once-reply'; id: number; ok: false; error: OnceErrorWire };
 
 export type FromWorker =
   /** A log line, formatted by the worker's pino exactly as the parent's would be; the parent writes it to its own stream. */
@@ -34,5 +39,8 @@ export type FromWorker =
   | { type: 'running' }
   /** The body called process.exit(code): the worker ends next. */
   | { type: 'exit-called'; code: number | string | null }
+  /** ctx.once in the worker: the parent does the store's part (it holds the pool and the lease) and replies. */
+  | { type: 'once'; id: number; op: 'acquire'; req: OnceRequest }
+  | { type: 'once'; id: number; op: 'settle'; req: OnceSettle }
   | { type: 'done'; ok: true; json: string | null; note: string | null }
   | { type: 'done'; ok: false; error: string; errorStack: string | null };

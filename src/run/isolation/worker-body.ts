@@ -20,6 +20,8 @@ import pino from 'pino';
 import type { AbortReason } from '../../jobs/types.js';
 import type { Logger } from '../../log.js';
 import type { FromWorker, ToWorker, WorkerStart } from './protocol.js';
+import type { OnceBackend } from '../../once/once.js';
+import { toWire } from '../../once/errors.js';
 
 export const WORKER_ENTRY = fileURLToPath(new URL('./worker-entry.js', import.meta.url));
 
@@ -42,6 +44,8 @@ export interface WorkerBodySpec {
    */
   leaseLostGraceMs?: number;
   mode?: IsolationMode;
+  /** Where the body's ctx.once requests go (the parent does the store's part). */
+  once?: OnceBackend;
 }
 
 export type WorkerSettled =
@@ -78,6 +82,14 @@ export function runInWorker(spec: WorkerBodySpec): Promise<WorkerSettled> {
       if (m.type === 'log') {
         if (stream) stream.write(m.line);
         else log.info({ line: m.line }, 'worker log line');
+      } else if (m.type === 'once') {
+        const backend = spec.once;
+        const answer: Promise<unknown> = !backend ? Promise.reject(new Error('ctx.once is not available here'))
+          : m.op === 'acquire' ? backend.acquire(m.req) : backend.settle(m.req).then(() => null);
+        answer.then(
+          (value) => { if (!settled) handle.post({ type: 'once-reply', id: m.id, ok: true, value: value as never }); },
+          (err: unknown) => { if (!settled) handle.post({ type: 'once-reply', id: m.id, ok: false, error: toWire(err) }); },
+        );
       } else if (m.type === 'exit-called') {
         exitCalled = { code: m.code };
       } else if (m.type === 'done') {

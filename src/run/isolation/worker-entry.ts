@@ -16,6 +16,8 @@ import type { AbortReason, JobContext } from '../../jobs/types.js';
 import { loggerOptions } from '../../log-options.js';
 import { describeThrown, serialiseResult } from '../outcome.js';
 import type { FromWorker, ToWorker, WorkerStart } from './protocol.js';
+import { fromWire } from '../../once/errors.js';
+import { makeOnce, type OnceAcquired, type OnceBackend } from '../../once/once.js';
 
 const inThread = !isMainThread && parentPort !== null;
 
@@ -27,8 +29,31 @@ function send(message: FromWorker): void {
 const controller = new AbortController();
 let started = false;
 
+/** ctx.once requests sent to the parent, by id, waiting for its reply. */
+const pendingOnce = new Map<number, { resolve(value: unknown): void; reject(err: Error): void }>();
+let nextOnceId = 1;
+
+function askParent(message: Omit<Extract<FromWorker, { type: 'once' }>, 'id'>): Promise<unknown> {
+  const id = nextOnceId++;
+  return new Promise((resolve, reject) => {
+    pendingOnce.set(id, { resolve, reject });
+    send({ ...message, id } as FromWorker);
+  });
+}
+
+/** ctx.once's store part, done by the parent (it holds the pool, the lease and the fence). */
+const parentOnce: OnceBackend = {
+  acquire: (req) => askParent({ type: 'once', op: 'acquire', req }) as Promise<OnceAcquired>,
+  settle: (req) => askParent({ type: 'once', op: 'settle', req }).then(() => undefined),
+};
+
 function onMessage(message: ToWorker): void {
-  if (message.type === 'abort') {
+  if (message.type === 'once-reply') {
+    const waiting = pendingOnce.get(message.id);
+    pendingOnce.delete(message.id);
+    if (message.ok) waiting?.resolve(message.value);
+    else waiting?.reject(fromWire(message.error));
+  } else if (message.type === 'abort') {
     if (!controller.signal.aborted) controller.abort(message.reason satisfies AbortReason);
   } else if (message.type === 'start' && !started) {
     started = true;
@@ -86,6 +111,7 @@ async function run(start: WorkerStart): Promise<void> {
     signal: controller.signal,
     log,
     dryRun: start.dryRun,
+    once: makeOnce(start.job, parentOnce, controller.signal, start.maxResultBytes),
   };
   send({ type: 'running' });
   try {
