@@ -7,6 +7,7 @@
  * one shipment per order, one settlement per business day with the right total, every event added
  * into the totals exactly once, every catalog item indexed once per period by the shard it falls in.
  */
+import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import knexFactory, { type Knex } from 'knex';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -18,6 +19,19 @@ import { createTables } from '../../examples/idempotency/_business-db.js';
 import { Cluster } from './harness.js';
 
 const EXAMPLES = join(ROOT, 'examples', 'idempotency');
+
+/**
+ * The examples' folder copied inside the project (so that their `knex` import resolves, as in a user's
+ * service), with the command job's schedule every second and its exports in the workspace.
+ */
+function examplesCopy(ws: Workspace): string {
+  mkdirSync(join(ROOT, 'test-artifacts'), { recursive: true });
+  const dir = mkdtempSync(join(ROOT, 'test-artifacts', 'examples-'));
+  cpSync(EXAMPLES, dir, { recursive: true });
+  const yaml = join(dir, 'export-period.yaml');
+  writeFileSync(yaml, readFileSync(yaml, 'utf8').replace(/^schedule: .*$/m, "schedule: '* * * * * *'").replace(/^( {2}EXPORT_DIR:).*$/m, `$1 ${ws.path('exports')}`));
+  return dir;
+}
 const ORDERS = 40;
 const EVENTS = 1500;
 const CUSTOMERS = 12;
@@ -41,6 +55,7 @@ async function seed(db: Knex): Promise<void> {
 
 async function scenario(options: { store: (ws: Workspace) => string; business: (ws: Workspace) => string; redis: string[] }): Promise<void> {
   const ws = new Workspace('cron-examples-');
+  const jobsDir = examplesCopy(ws);
   const businessUrl = options.business(ws);
   const db = businessKnex(businessUrl);
   const cluster = new Cluster(ws, {
@@ -54,11 +69,11 @@ async function scenario(options: { store: (ws: Workspace) => string; business: (
     EXAMPLE_BATCH: '25',
     EXAMPLE_BATCH_MS: '40',
   });
-  const env = { SCHEDULER_STORE: options.store(ws), ...(options.redis.length > 0 ? { SCHEDULER_REDIS: options.redis.join(',') } : {}), SCHEDULER_JOBS_DIR: EXAMPLES, BUSINESS_DB: businessUrl, EXAMPLE_SCHEDULE: '* * * * * *', EXAMPLE_LOCK_TTL: `${LOCK_TTL_MS}ms` };
+  const env = { SCHEDULER_STORE: options.store(ws), ...(options.redis.length > 0 ? { SCHEDULER_REDIS: options.redis.join(',') } : {}), SCHEDULER_JOBS_DIR: jobsDir, BUSINESS_DB: businessUrl, EXAMPLE_SCHEDULE: '* * * * * *', EXAMPLE_LOCK_TTL: `${LOCK_TTL_MS}ms` };
   try {
     await seed(db);
     const ids = ['e1', 'e2', 'e3'];
-    for (const id of ids) cluster.start(id, { SCHEDULER_JOBS_DIR: EXAMPLES });
+    for (const id of ids) cluster.start(id, { SCHEDULER_JOBS_DIR: jobsDir });
     await Promise.all(ids.map((id) => cluster.started(id)));
 
     // In the middle of the work: a manual delivery run beside the scheduled ones, e2 paused past its
@@ -68,7 +83,7 @@ async function scenario(options: { store: (ws: Workspace) => string; business: (
     cluster.nodes.get('e2')!.proc.kill('SIGSTOP');
     await cluster.kill('e3');
     await new Promise((r) => setTimeout(r, 1500));
-    cluster.start('e3', { SCHEDULER_JOBS_DIR: EXAMPLES });
+    cluster.start('e3', { SCHEDULER_JOBS_DIR: jobsDir });
     await cluster.started('e3');
     await new Promise((r) => setTimeout(r, LOCK_TTL_MS * 2 - 1500));
     cluster.nodes.get('e2')!.proc.kill('SIGCONT');
@@ -127,8 +142,22 @@ async function scenario(options: { store: (ws: Workspace) => string; business: (
       expect(rows.length, key).toBe(ITEMS);
       for (const r of rows) expect(r.shard, `${key} item ${r.item_id}`).toBe(r.item_id % 4);
     }
+
+    // export-period (a command job): one file per period that succeeded, written by that period's run.
+    const exported = history.filter((r) => r.job === 'export-period' && r.status === 'succeeded');
+    expect(exported.length, 'export periods').toBeGreaterThanOrEqual(3);
+    const files = readdirSync(ws.path('exports')).filter((f) => f.endsWith('.csv'));
+    expect(new Set(files).size).toBe(new Set(exported.map((r) => r.scheduledAt)).size);
+    const first = exported[exported.length - 1]!;
+    const file = ws.path('exports', `${first.scheduledAt.replace(/:/g, '-')}.csv`);
+    const before = readFileSync(file, 'utf8');
+    expect(before).toContain(first.periodKey);
+    const again = await runCli(['run-once', 'export-period', '--period', first.scheduledAt, '--force'], { cwd: ws.dir, env });
+    expect(again.code, again.stderr).toBe(0);
+    expect(readFileSync(file, 'utf8'), 'a forced re-run writes nothing').toBe(before);
   } finally {
     await cluster.killAll();
+    rmSync(jobsDir, { recursive: true, force: true });
     await db.destroy();
     ws.cleanup();
   }
