@@ -74,6 +74,29 @@ function notStarted(reason: AbortReason): RunOutcome {
   return { status: STATUS_ON_ABORT[reason] ?? 'failed', error: what, reason };
 }
 
+const abortedOf = Object.getOwnPropertyDescriptor(AbortSignal.prototype, 'aborted')!.get!;
+const throwIfAbortedOf = AbortSignal.prototype.throwIfAborted;
+
+/**
+ * Makes `signal.aborted` and `signal.throwIfAborted()` of this one signal run `check` first (which
+ * may abort it, synchronously). Listeners, `reason` and the platform's own use of the signal are
+ * untouched; a read from inside `check` sees the plain value.
+ */
+export function checkOnRead(signal: AbortSignal, check: () => void): void {
+  let checking = false;
+  const run = () => {
+    if (checking) return;
+    checking = true;
+    try {
+      check();
+    } finally {
+      checking = false;
+    }
+  };
+  Object.defineProperty(signal, 'aborted', { configurable: true, enumerable: true, get(this: AbortSignal) { run(); return abortedOf.call(this); } });
+  Object.defineProperty(signal, 'throwIfAborted', { configurable: true, value(this: AbortSignal) { run(); throwIfAbortedOf.call(this); } });
+}
+
 /** How often the self-fencing watchdog looks at the attempts in flight. */
 const FENCE_CHECK_MS = 100;
 
@@ -270,6 +293,9 @@ export class Executor {
     };
     this.fences.add(fence);
     this.armFences();
+    // Reading the signal proves the lease then and there: after a process pause, a body timer due
+    // before the watchdog's next check runs first, and its `signal.throwIfAborted()` must already fail.
+    checkOnRead(controller.signal, fence);
     const beat = async () => {
       if (stopped || controller.signal.aborted) return;
       let next = every;

@@ -70,11 +70,18 @@ export class KnexOnceStore implements OnceStore {
     return this.db.dialect.nowMs;
   }
 
-  /** SQL (with bindings): the caller's attempt owns its run row now, by the store's clock. */
-  private owns(caller: OnceCaller): [string, Knex.RawBinding[]] {
+  /**
+   * SQL (with bindings): the caller's attempt owns its run row now: running on the caller's node at its
+   * attempt and, with `fresh`, its lease unexpired by the store's clock. Taking a key needs a fresh
+   * lease; storing fn's outcome needs the row alone, as the attempt's own outcome write does (a row not
+   * yet taken over is still the attempt's, and the key's version says nobody took the key over), so
+   * that a result whose write was slow is not lost and fn run again.
+   */
+  private owns(caller: OnceCaller, fresh = true): [string, Knex.RawBinding[]] {
+    const lease = fresh ? ` AND ?? + ?? >= ${this.now}` : '';
     return [
-      `EXISTS (SELECT 1 FROM ?? WHERE ?? = ? AND ?? = 'running' AND ?? = ? AND ?? = ? AND ?? + ?? >= ${this.now})`,
-      [RUNS_TABLE, 'id', runIdValue(caller.runId), 'status', 'node_id', caller.nodeId, 'attempt', caller.attempt, 'heartbeat_at', 'lease_ms'],
+      `EXISTS (SELECT 1 FROM ?? WHERE ?? = ? AND ?? = 'running' AND ?? = ? AND ?? = ?${lease})`,
+      [RUNS_TABLE, 'id', runIdValue(caller.runId), 'status', 'node_id', caller.nodeId, 'attempt', caller.attempt, ...(fresh ? ['heartbeat_at', 'lease_ms'] : [])],
     ];
   }
 
@@ -153,7 +160,7 @@ export class KnexOnceStore implements OnceStore {
   }
 
   async settle(key: string, caller: OnceCaller, version: number, outcome: { status: 'succeeded'; resultJson: string | null } | { status: 'failed'; error: string }): Promise<boolean> {
-    const [owns, bindings] = this.owns(caller);
+    const [owns, bindings] = this.owns(caller, false);
     const updated = await this.db.wrap('settle once key', () => this.knex(ONCE_TABLE)
       .where({ key, version, status: 'processing', holder_run_id: runIdValue(caller.runId), holder_node: caller.nodeId, holder_attempt: caller.attempt })
       .andWhereRaw(owns, bindings)

@@ -107,13 +107,24 @@ for (const backend of storeBackends('cron_once')) {
       expect(await once.read(key)).toBeNull();
     });
 
-    it('a holder that lost its lease stores nothing; the next caller takes the key over and the old holder cannot settle', async () => {
+    it('a holder whose lease ran out but whose row nobody took over still stores its result (as its outcome write would)', async () => {
+      const slow = await runRow('orders', 'node-a', 2000);
+      const key = `k:${uid()}`;
+      const t = await once.take(key, callerOf(slow), ttl, null);
+      if (t.outcome !== 'taken') throw new Error('not taken');
+      await expireLease(slow);
+      expect(await once.settle(key, callerOf(slow), t.version, { status: 'succeeded', resultJson: '1' })).toBe(true);
+      expect(await once.read(key)).toMatchObject({ status: 'succeeded', resultJson: '1', attempts: 1 });
+      // Taking another key needs a fresh lease.
+      expect(await once.take(`k:${uid()}`, callerOf(slow), ttl, null)).toEqual({ outcome: 'fenced' });
+    });
+
+    it('a holder that lost its lease stores nothing once the next caller took the key over, nor once its row was taken over', async () => {
       const [paused, next] = [await runRow('orders', 'node-a', 2000), await runRow('orders', 'node-b')];
       const key = `k:${uid()}`;
       const t = await once.take(key, callerOf(paused), ttl, null);
       if (t.outcome !== 'taken') throw new Error('not taken');
       await expireLease(paused);
-      expect(await once.settle(key, callerOf(paused), t.version, { status: 'succeeded', resultJson: '1' })).toBe(false);
       const seen = await once.read(key);
       expect(seen).toMatchObject({ status: 'processing', holderLive: false });
       const t2 = await once.take(key, callerOf(next), ttl, seen);
@@ -122,6 +133,13 @@ for (const backend of storeBackends('cron_once')) {
       await db.knex(RUNS_TABLE).where({ id: paused.id }).update({ heartbeat_at: db.nowRaw() });
       expect(await once.settle(key, callerOf(paused), t.version, { status: 'succeeded', resultJson: '1' })).toBe(false);
       expect(await once.settle(key, callerOf(next), 2, { status: 'succeeded', resultJson: '2' })).toBe(true);
+      // A holder whose run row was taken over (abandoned) cannot settle its key either.
+      const gone = await runRow('orders', 'node-a');
+      const key2 = `k:${uid()}`;
+      const t3 = await once.take(key2, callerOf(gone), ttl, null);
+      if (t3.outcome !== 'taken') throw new Error('not taken');
+      await db.knex(RUNS_TABLE).where({ id: gone.id }).update({ status: 'abandoned' });
+      expect(await once.settle(key2, callerOf(gone), t3.version, { status: 'succeeded', resultJson: '3' })).toBe(false);
       expect(await once.read(key)).toMatchObject({ status: 'succeeded', resultJson: '2', attempts: 2, firstRunId: paused.id, holder: { runId: next.id, nodeId: 'node-b' } });
       expect(await once.retried()).toBeGreaterThanOrEqual(1);
     });

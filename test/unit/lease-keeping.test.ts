@@ -123,4 +123,41 @@ describe('lease keeping after a stalled heartbeat', () => {
     const rows = await real.periodRuns('fence', new Date(0));
     expect(rows.map((r) => [r.attempt, r.status])).toEqual([[1, 'abandoned'], [2, 'pending']]);
   });
+
+  it('after a pause past the lease, a body timer that runs before the fence\'s next check finds ctx.signal aborted when it reads it', async () => {
+    const ttl = 2000; // self-fences 1500 ms after the last confirmed beat
+    const inserted = await real.insertRun({
+      job: 'paused', scheduledAt: new Date(0), periodKey: 'paused@1970-01-01T00:00:00.000Z', attempt: 1,
+      trigger: 'schedule', nodeId: 'n1', leaseMs: ttl,
+    });
+    if (inserted.outcome !== 'inserted') throw new Error('setup: the row was not inserted');
+    const seen: Array<{ aborted: boolean; reason: unknown; threw: boolean }> = [];
+    const job = {
+      name: 'paused', timeoutMs: null, lockTtlMs: ttl, retries: 0, retryDelayMs: 1000,
+      async run(ctx: { signal: AbortSignal }) {
+        // The pause: the event loop is held for 2.5 s (as SIGSTOP holds it) while this body's 250 ms
+        // timer is pending, so that the timer is due before the fence's next 100 ms check.
+        setTimeout(() => {
+          const until = performance.now() + 2500;
+          while (performance.now() < until) { /* paused */ }
+        }, 240);
+        await new Promise((r) => setTimeout(r, 250));
+        // The body's own check, right before its irreversible write.
+        const aborted = ctx.signal.aborted;
+        let threw = false;
+        try {
+          ctx.signal.throwIfAborted();
+        } catch {
+          threw = true;
+        }
+        seen.push({ aborted, reason: ctx.signal.reason, threw });
+        if (!threw) return 'wrote after the pause';
+        throw new Error('fenced');
+      },
+    } as unknown as Job;
+    const result = await new Executor(real, 'n1', pino({ level: 'silent' })).execute(job, inserted.run, null);
+    expect(seen).toEqual([{ aborted: true, reason: 'lease-lost', threw: true }]);
+    expect(result.status).toBe('abandoned');
+    expect(result.recorded).toBe(false);
+  });
 });
