@@ -9,23 +9,26 @@ import { startRedisServers, waitFor, type RedisServer } from '../helpers/redis.j
 import { Workspace } from '../helpers/workspace.js';
 import { Cluster, duplicateStarts, faultJob, overlappingAttempts, type Effect } from './harness.js';
 
-let db: TestDatabase;
 let redis: RedisServer[];
+const dbs: TestDatabase[] = [];
 const workspaces: Workspace[] = [];
 const clusters: Cluster[] = [];
 
 beforeAll(async () => {
-  [db, redis] = await Promise.all([createMariaDb('cron_fault'), startRedisServers(3)]);
+  redis = await startRedisServers(3);
 });
 
 afterAll(async () => {
   await Promise.all(clusters.map((c) => c.stopAll()));
   await Promise.all(redis.map((r) => r.cleanup()));
-  await db.drop();
+  for (const db of dbs) await db.drop();
   for (const w of workspaces) w.cleanup();
 });
 
-function setup(prefix: string, job: string, source: string): { ws: Workspace; cluster: Cluster } {
+/** A database of the case's own (the cases run side by side and judge every row of the store), a workspace, a cluster. */
+async function setup(prefix: string, job: string, source: string): Promise<{ ws: Workspace; cluster: Cluster }> {
+  const db = await createMariaDb('cron_fault');
+  dbs.push(db);
   const ws = new Workspace(`cron-fault-${prefix}-`);
   workspaces.push(ws);
   ws.writeJob(job, source);
@@ -40,9 +43,11 @@ function setup(prefix: string, job: string, source: string): { ws: Workspace; cl
 
 const startOf = (effects: Effect[], pred: (e: Effect) => boolean) => effects.find((e) => e.ev === 'start' && pred(e));
 
-describe('fault: a node dies or stalls mid-run', () => {
+// The four cases side by side: each has its own database, workspace and Redis key prefix (the
+// masters are shared and never faulted here), and its nodes are idle but for leases and one body.
+describe.concurrent('fault: a node dies or stalls mid-run', () => {
   it('kill -9 of the node running a period: another node declares the attempt abandoned and runs attempt 2; nothing ran twice', async () => {
-    const { cluster } = setup('kill', 'crashy.mjs', faultJob({ schedule: '*/10 * * * * *', durationMs: 4000, extra: { lockTtl: '2s', catchUp: '1m' } }));
+    const { cluster } = await setup('kill', 'crashy.mjs', faultJob({ schedule: '*/10 * * * * *', durationMs: 4000, extra: { lockTtl: '2s', catchUp: '1m' } }));
     for (const n of ['k1', 'k2', 'k3']) cluster.start(n);
     await Promise.all(['k1', 'k2', 'k3'].map((n) => cluster.started(n)));
 
@@ -72,7 +77,7 @@ describe('fault: a node dies or stalls mid-run', () => {
   });
 
   it('SIGSTOP past the lease, then SIGCONT: the paused attempt sees ctx.signal abort (lease-lost) within 1 s of waking and is not recorded succeeded', async () => {
-    const { cluster } = setup('pause', 'stalls.mjs', faultJob({ schedule: '*/10 * * * * *', durationMs: 12_000, extra: { lockTtl: '2s', catchUp: '1m' } }));
+    const { cluster } = await setup('pause', 'stalls.mjs', faultJob({ schedule: '*/10 * * * * *', durationMs: 12_000, extra: { lockTtl: '2s', catchUp: '1m' } }));
     for (const n of ['p1', 'p2']) cluster.start(n);
     await Promise.all(['p1', 'p2'].map((n) => cluster.started(n)));
 
@@ -101,7 +106,7 @@ describe('fault: a node dies or stalls mid-run', () => {
   });
 
   it('SIGTERM during a run: the run finishes within the grace period, is recorded succeeded, exit 0', async () => {
-    const { cluster } = setup('term', 'graceful.mjs', faultJob({ schedule: '*/5 * * * * *', durationMs: 2500, extra: { lockTtl: '3s' } }));
+    const { cluster } = await setup('term', 'graceful.mjs', faultJob({ schedule: '*/5 * * * * *', durationMs: 2500, extra: { lockTtl: '3s' } }));
     cluster.start('t1', { SCHEDULER_GRACE_PERIOD: '20s' });
     await cluster.started('t1');
     const first = await waitFor('a run to start', () => startOf(cluster.effects(), () => true), 30_000);
@@ -113,7 +118,7 @@ describe('fault: a node dies or stalls mid-run', () => {
   });
 
   it('SIGTERM with a short grace period: ctx.signal aborts with reason shutdown, the run is recorded interrupted, exit 0', async () => {
-    const { cluster } = setup('grace', 'longjob.mjs', faultJob({ schedule: '*/5 * * * * *', durationMs: 30_000, extra: { lockTtl: '3s' } }));
+    const { cluster } = await setup('grace', 'longjob.mjs', faultJob({ schedule: '*/5 * * * * *', durationMs: 30_000, extra: { lockTtl: '3s' } }));
     cluster.start('g1', { SCHEDULER_GRACE_PERIOD: '1s' });
     await cluster.started('g1');
     const first = await waitFor('a run to start', () => startOf(cluster.effects(), () => true), 30_000);
