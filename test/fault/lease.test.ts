@@ -244,7 +244,8 @@ async function redisMajorityLost(variant: 'a' | 'b' | 'c'): Promise<void> {
 }
 
 describe('lease discipline (issue 7)', () => {
-  describe.concurrent('1. the Redis majority lost mid-run', () => {
+  // Side by side: each case has its own masters, database, workspace and key prefix.
+  describe.concurrent('1 and 3. Redis masters lost mid-run, or down at start', () => {
     it('1a. two of three Redis masters stopped mid-run, down past the lock\'s expiry: the run is not aborted and ends succeeded, once', async () => {
       await redisMajorityLost('a');
     });
@@ -255,6 +256,69 @@ describe('lease discipline (issue 7)', () => {
 
     it('1c. two of three Redis masters frozen (SIGSTOP) mid-run past the lock\'s expiry, then resumed: the run is not aborted and ends succeeded, once', async () => {
       await redisMajorityLost('c');
+    });
+
+    it('3. a daemon started with every Redis master down runs its periods through the row, warns once, and uses Redlock again when the masters come back; no period twice, none missing', async () => {
+      const ports = [await freePort(), await freePort(), await freePort()];
+      const { ws, cluster, redisPrefix } = await setup('nomaster', ports.map((p) => `redis://127.0.0.1:${p}`));
+      ws.writeJob('tick.mjs', faultJob({ schedule: '* * * * * *', durationMs: 600, extra: { lockTtl: '2s', catchUp: '1m', coalesce: false, overlap: 'allow' } }));
+      for (const id of ['d1', 'd2']) cluster.start(id);
+      await Promise.all(['d1', 'd2'].map((id) => cluster.started(id)));
+      const t0 = Date.now();
+      await waitFor('four periods to run with no master', () => cluster.effects().filter((e) => e.ev === 'start' && e.t > t0).length >= 4, 30_000);
+
+      // The masters come up on the ports the daemons were given (empty, as after an outage).
+      const redis = ports.map((p) => new RedisServer(p));
+      servers.push(...redis);
+      await Promise.all(redis.map((r) => r.start()));
+      const upAt = Date.now();
+      const clients = await Promise.all(redis.map(probe));
+      // Lock keys of the periods claimed from now on, as the masters hold them (period key -> masters seen on).
+      const seen = new Map<string, Set<number>>();
+      let polling = true;
+      const poller = (async () => {
+        while (polling) {
+          await Promise.all(clients.map(async (c, i) => {
+            for (const k of await c.keys(`${redisPrefix}lock:*`).catch(() => [] as string[])) {
+              const set = seen.get(k) ?? new Set<number>();
+              set.add(i);
+              seen.set(k, set);
+            }
+          }));
+          await sleep(50);
+        }
+      })();
+      const back = 'Redis quorum is back: claims use Redlock again';
+      await waitFor('both nodes to log that Redlock is used again', () => ['d1', 'd2'].every((id) => logsOf(cluster, id).some((l) => l.msg === back)), 20_000);
+      const onMajority = () => [...seen].filter(([, on]) => on.size >= 2).map(([k]) => k);
+      await waitFor('lock keys of three periods on a majority of the masters', () => onMajority().length >= 3, 20_000);
+      await sleep(3000);
+      const t1 = Date.now();
+      await sleep(1500);
+      polling = false;
+      await poller;
+      expect(await cluster.stopAll(), 'exit codes').toEqual([0, 0]);
+
+      const effects = cluster.effects().filter((e) => e.key.startsWith('tick@'));
+      expect(duplicateStarts(effects), 'a period started twice').toEqual([]);
+      expect(effects.filter((e) => e.ev === 'start' && e.attempt !== 1), 'attempts beyond the first').toEqual([]);
+      const started = new Set(effects.filter((e) => e.ev === 'start').map((e) => e.key));
+      const expected = secondsBetween(t0, t1).map((iso) => `tick@${iso}`);
+      expect(expected.filter((k) => !started.has(k)), 'periods missing across the switch').toEqual([]);
+      for (const id of ['d1', 'd2']) {
+        const logs = logsOf(cluster, id);
+        expect(logs.filter((l) => l.msg === 'Redis quorum unreachable: claims go on through the run row alone').length, `${id}: warnings`).toBe(1);
+        expect(logs.filter((l) => l.msg === back).length, `${id}: 'back' lines`).toBe(1);
+      }
+      // Later periods hold a key on the masters: Redlock decides them again.
+      const keyed = onMajority().map((k) => k.slice(`${redisPrefix}lock:`.length));
+      const later = expected.filter((k) => Date.parse(k.slice('tick@'.length)) > upAt + 3000);
+      const laterKeyed = later.filter((k) => keyed.includes(k));
+      console.log(`masters back ${upAt - t0} ms after the first period; periods after that with their lock key seen on a majority: ${laterKeyed.length} of ${later.length}`);
+      expect(keyed.every((k) => Date.parse(k.slice('tick@'.length)) > upAt - 1000), 'no key of a period claimed while every master was down').toBe(true);
+      expect(laterKeyed.length, 'later periods with their lock key on a majority').toBeGreaterThanOrEqual(3);
+      const runs = (await cluster.history()).filter((r) => r.job === 'tick');
+      expect(runs.filter((r) => r.status !== 'succeeded').map((r) => `${r.periodKey}#${r.attempt} ${r.status}`)).toEqual([]);
     });
   });
 
@@ -333,68 +397,5 @@ describe('lease discipline (issue 7)', () => {
       `start #1 ${a}`, `abort #1 ${a}`, `start #2 ${b}`, `end #2 ${b}`,
     ]);
     expect(runs.filter((r) => r.status === 'running' || r.status === 'pending').map((r) => `${r.periodKey}#${r.attempt} ${r.status}`), 'rows left running or pending').toEqual([]);
-  });
-
-  it('3. a daemon started with every Redis master down runs its periods through the row, warns once, and uses Redlock again when the masters come back; no period twice, none missing', async () => {
-    const ports = [await freePort(), await freePort(), await freePort()];
-    const { ws, cluster, redisPrefix } = await setup('nomaster', ports.map((p) => `redis://127.0.0.1:${p}`));
-    ws.writeJob('tick.mjs', faultJob({ schedule: '* * * * * *', durationMs: 600, extra: { lockTtl: '2s', catchUp: '1m', coalesce: false, overlap: 'allow' } }));
-    for (const id of ['d1', 'd2']) cluster.start(id);
-    await Promise.all(['d1', 'd2'].map((id) => cluster.started(id)));
-    const t0 = Date.now();
-    await waitFor('four periods to run with no master', () => cluster.effects().filter((e) => e.ev === 'start' && e.t > t0).length >= 4, 30_000);
-
-    // The masters come up on the ports the daemons were given (empty, as after an outage).
-    const redis = ports.map((p) => new RedisServer(p));
-    servers.push(...redis);
-    await Promise.all(redis.map((r) => r.start()));
-    const upAt = Date.now();
-    const clients = await Promise.all(redis.map(probe));
-    // Lock keys of the periods claimed from now on, as the masters hold them (period key -> masters seen on).
-    const seen = new Map<string, Set<number>>();
-    let polling = true;
-    const poller = (async () => {
-      while (polling) {
-        await Promise.all(clients.map(async (c, i) => {
-          for (const k of await c.keys(`${redisPrefix}lock:*`).catch(() => [] as string[])) {
-            const set = seen.get(k) ?? new Set<number>();
-            set.add(i);
-            seen.set(k, set);
-          }
-        }));
-        await sleep(50);
-      }
-    })();
-    const back = 'Redis quorum is back: claims use Redlock again';
-    await waitFor('both nodes to log that Redlock is used again', () => ['d1', 'd2'].every((id) => logsOf(cluster, id).some((l) => l.msg === back)), 20_000);
-    const onMajority = () => [...seen].filter(([, on]) => on.size >= 2).map(([k]) => k);
-    await waitFor('lock keys of three periods on a majority of the masters', () => onMajority().length >= 3, 20_000);
-    await sleep(3000);
-    const t1 = Date.now();
-    await sleep(1500);
-    polling = false;
-    await poller;
-    expect(await cluster.stopAll(), 'exit codes').toEqual([0, 0]);
-
-    const effects = cluster.effects().filter((e) => e.key.startsWith('tick@'));
-    expect(duplicateStarts(effects), 'a period started twice').toEqual([]);
-    expect(effects.filter((e) => e.ev === 'start' && e.attempt !== 1), 'attempts beyond the first').toEqual([]);
-    const started = new Set(effects.filter((e) => e.ev === 'start').map((e) => e.key));
-    const expected = secondsBetween(t0, t1).map((iso) => `tick@${iso}`);
-    expect(expected.filter((k) => !started.has(k)), 'periods missing across the switch').toEqual([]);
-    for (const id of ['d1', 'd2']) {
-      const logs = logsOf(cluster, id);
-      expect(logs.filter((l) => l.msg === 'Redis quorum unreachable: claims go on through the run row alone').length, `${id}: warnings`).toBe(1);
-      expect(logs.filter((l) => l.msg === back).length, `${id}: 'back' lines`).toBe(1);
-    }
-    // Later periods hold a key on the masters: Redlock decides them again.
-    const keyed = onMajority().map((k) => k.slice(`${redisPrefix}lock:`.length));
-    const later = expected.filter((k) => Date.parse(k.slice('tick@'.length)) > upAt + 3000);
-    const laterKeyed = later.filter((k) => keyed.includes(k));
-    console.log(`masters back ${upAt - t0} ms after the first period; periods after that with their lock key seen on a majority: ${laterKeyed.length} of ${later.length}`);
-    expect(keyed.every((k) => Date.parse(k.slice('tick@'.length)) > upAt - 1000), 'no key of a period claimed while every master was down').toBe(true);
-    expect(laterKeyed.length, 'later periods with their lock key on a majority').toBeGreaterThanOrEqual(3);
-    const runs = (await cluster.history()).filter((r) => r.job === 'tick');
-    expect(runs.filter((r) => r.status !== 'succeeded').map((r) => `${r.periodKey}#${r.attempt} ${r.status}`)).toEqual([]);
   });
 });

@@ -130,12 +130,13 @@ async function expectSettled(cluster: Cluster, key: string, options: { deaths?: 
 }
 
 describe('owed work: attempts that must run whatever happens to the node that owed them', () => {
-  // Two cases at a time (describe.concurrent): each has its own database, workspace, Redis key prefix
-  // and (store cuts) proxy; their daemons are idle but for leases and short bodies. The second of a
-  // pair has its first period a few seconds after the first's (leadMs), so that their nodes do not
-  // start, fail or get cut at one instant.
-  describe.concurrent('attempt 1 failed, then its node killed or stopped', () => {
-    it('1. kill -9 of the node right after attempt 1 failed (retries 2, retryDelay 4s): attempt 2 runs on another node', async () => {
+  // Two cases at a time (it.concurrent within a plain describe: sibling describe.concurrent blocks
+  // would all run at once): each has its own database, workspace, Redis key prefix and (store cuts)
+  // proxy; their daemons are idle but for leases and short bodies. The second of a pair has its first
+  // period a few seconds after the first's (PAIR_STAGGER_MS), so that their nodes do not start, fail
+  // or get cut at one instant.
+  describe('attempt 1 failed, then its node killed or stopped', () => {
+    it.concurrent('1. kill -9 of the node right after attempt 1 failed (retries 2, retryDelay 4s): attempt 2 runs on another node', async () => {
       const { ws, cluster } = await setup('retrykill');
       ws.writeJob('flaky.mjs', attemptJob({
         schedule: soonSchedule(LEAD_MS).schedule, durationsMs: [300], failAttempts: [1],
@@ -158,7 +159,7 @@ describe('owed work: attempts that must run whatever happens to the node that ow
       expect(attemptsOf(runs, failed.key)).toEqual([[1, 'failed'], [2, 'succeeded']]);
     });
 
-    it('2. SIGTERM (rolling deploy) of the node right after attempt 1 failed: exit 0, and attempt 2 runs on another node', async () => {
+    it.concurrent('2. SIGTERM (rolling deploy) of the node right after attempt 1 failed: exit 0, and attempt 2 runs on another node', async () => {
       const { ws, cluster } = await setup('retryterm');
       ws.writeJob('flaky.mjs', attemptJob({
         schedule: soonSchedule(LEAD_MS + PAIR_STAGGER_MS).schedule, durationsMs: [300], failAttempts: [1],
@@ -181,8 +182,8 @@ describe('owed work: attempts that must run whatever happens to the node that ow
     });
   });
 
-  describe.concurrent('a run interrupted past the grace period; the store cut while a body finishes', () => {
-    it('3. SIGTERM of a node whose run outlives the grace period (1s): attempt 1 is interrupted, another node runs attempt 2 to succeeded', async () => {
+  describe('a run interrupted past the grace period; the store cut while a body finishes', () => {
+    it.concurrent('3. SIGTERM of a node whose run outlives the grace period (1s): attempt 1 is interrupted, another node runs attempt 2 to succeeded', async () => {
       const { ws, cluster } = await setup('grace');
       ws.writeJob('long-first.mjs', attemptJob({
         schedule: soonSchedule(LEAD_MS).schedule, durationsMs: [6000, 300],
@@ -203,7 +204,7 @@ describe('owed work: attempts that must run whatever happens to the node that ow
       expect(attemptsOf(runs, first.key)).toEqual([[1, 'interrupted'], [2, 'succeeded']]);
     });
 
-    it('4. the store cut for 10 s while a body finishes: the run is recorded succeeded once and nobody runs the period again', async () => {
+    it.concurrent('4. the store cut for 10 s while a body finishes: the run is recorded succeeded once and nobody runs the period again', async () => {
       const { ws, cluster, proxy } = await setup('cutend', { viaProxy: true });
       ws.writeJob('finisher.mjs', attemptJob({
         schedule: soonSchedule(LEAD_MS + PAIR_STAGGER_MS, 30).schedule, durationsMs: [3000],
@@ -236,8 +237,8 @@ describe('owed work: attempts that must run whatever happens to the node that ow
     });
   });
 
-  describe.concurrent('the store down when a retry is due, or while a node stops', () => {
-    it('5. the store down when a retry is due (retries 1, retryDelay 3s, cut 6 s): the retry runs after the store returns and succeeds', async () => {
+  describe('the store down when a retry is due, or while a node stops', () => {
+    it.concurrent('5. the store down when a retry is due (retries 1, retryDelay 3s, cut 6 s): the retry runs after the store returns and succeeds', async () => {
       const { ws, cluster, proxy } = await setup('cutretry', { viaProxy: true });
       ws.writeJob('retry-in-cut.mjs', attemptJob({
         schedule: soonSchedule(LEAD_MS).schedule, durationsMs: [200], failAttempts: [1],
@@ -265,7 +266,7 @@ describe('owed work: attempts that must run whatever happens to the node that ow
       expect(attemptsOf(runs, failed.key)).toEqual([[1, 'failed'], [2, 'succeeded']]);
     });
 
-    it('8. SIGTERM while the store is unreachable (grace 1s, lockTtl 3s): exit 0 within grace + lockTtl + 2 s, the unwritten outcome logged; the period is taken over and run to succeeded once the store is back', async () => {
+    it.concurrent('8. SIGTERM while the store is unreachable (grace 1s, lockTtl 3s): exit 0 within grace + lockTtl + 2 s, the unwritten outcome logged; the period is taken over and run to succeeded once the store is back', async () => {
       const { ws, cluster, proxy } = await setup('termdown', { viaProxy: true });
       ws.writeJob('stuck-out.mjs', attemptJob({
         schedule: soonSchedule(LEAD_MS + PAIR_STAGGER_MS, 30).schedule, durationsMs: [6000, 300],
@@ -296,8 +297,8 @@ describe('owed work: attempts that must run whatever happens to the node that ow
     });
   });
 
-  describe.concurrent('rows no node runs: stale rows of removed jobs; a lock winner that died before its INSERT', () => {
-    it('6. rows of jobs no node knows: a killed run of a removed job ends abandoned; 150 such stale rows do not hide a real takeover, and end abandoned', async ({ expect }) => {
+  describe('rows no node runs: stale rows of removed jobs; a lock winner that died before its INSERT', () => {
+    it.concurrent('6. rows of jobs no node knows: a killed run of a removed job ends abandoned; 150 such stale rows do not hide a real takeover, and end abandoned', async ({ expect }) => {
       // (The test's own expect: its soft assertion must be charged to this case, which runs beside another.)
       const { db, ws, cluster } = await setup('unknown');
       const orphanFile = ws.writeJob('orphan.mjs', attemptJob({
@@ -365,7 +366,7 @@ describe('owed work: attempts that must run whatever happens to the node that ow
       expect(gone.filter((r) => r.status !== 'abandoned').map((r) => `${r.periodKey}#${r.attempt} ${r.status}`)).toEqual([]);
     });
 
-    it('7. a lock winner killed between SET NX and INSERT (its Redlock key planted on the masters): the period with no row is run as catch-up, once', async () => {
+    it.concurrent('7. a lock winner killed between SET NX and INSERT (its Redlock key planted on the masters): the period with no row is run as catch-up, once', async () => {
       const { ws, cluster, redisPrefix } = await setup('lostwinner');
       // Periods at +0 s and +8 s, every 30 s: the second one is the victim; the next is 22 s later.
       const sched = soonSchedule(LEAD_MS + PAIR_STAGGER_MS, 30, [0, 8]);
