@@ -292,7 +292,10 @@ describe('lease discipline (issue 7)', () => {
       await waitFor('both nodes to log that Redlock is used again', () => ['d1', 'd2'].every((id) => logsOf(cluster, id).some((l) => l.msg === back)), 20_000);
       const onMajority = () => [...seen].filter(([, on]) => on.size >= 2).map(([k]) => k);
       await waitFor('lock keys of three periods on a majority of the masters', () => onMajority().length >= 3, 20_000);
-      await sleep(3000);
+      // Periods well after the masters came back (the judged ones below): wait for three of them
+      // rather than a fixed 3 s after the waits above, which left only two when those ended quickly.
+      const isLater = (key: string) => Date.parse(key.slice('tick@'.length)) > upAt + 3000;
+      await waitFor('three periods to start more than 3 s after the masters came back', () => cluster.effects().filter((e) => e.ev === 'start' && e.key.startsWith('tick@') && isLater(e.key)).length >= 3, 20_000);
       const t1 = Date.now();
       await sleep(1500);
       polling = false;
@@ -312,7 +315,7 @@ describe('lease discipline (issue 7)', () => {
       }
       // Later periods hold a key on the masters: Redlock decides them again.
       const keyed = onMajority().map((k) => k.slice(`${redisPrefix}lock:`.length));
-      const later = expected.filter((k) => Date.parse(k.slice('tick@'.length)) > upAt + 3000);
+      const later = expected.filter(isLater);
       const laterKeyed = later.filter((k) => keyed.includes(k));
       console.log(`masters back ${upAt - t0} ms after the first period; periods after that with their lock key seen on a majority: ${laterKeyed.length} of ${later.length}`);
       expect(keyed.every((k) => Date.parse(k.slice('tick@'.length)) > upAt - 1000), 'no key of a period claimed while every master was down').toBe(true);

@@ -27,8 +27,8 @@ const proxies: StoreProxy[] = [];
 
 /** Time for two daemons to start on this (shared, 2-core) machine before the first period. */
 const LEAD_MS = 7000;
-/** How much later the second case of a concurrent pair has its first period. */
-const PAIR_STAGGER_MS = 3000;
+/** How far apart the first periods of the cases of a concurrent group are. */
+const STAGGER_MS = 1500;
 
 beforeAll(async () => {
   redis = await startRedisServers(3);
@@ -130,12 +130,13 @@ async function expectSettled(cluster: Cluster, key: string, options: { deaths?: 
 }
 
 describe('owed work: attempts that must run whatever happens to the node that owed them', () => {
-  // Two cases at a time (it.concurrent within a plain describe: sibling describe.concurrent blocks
+  // A few cases at a time (it.concurrent within a plain describe: sibling describe.concurrent blocks
   // would all run at once): each has its own database, workspace, Redis key prefix and (store cuts)
-  // proxy; their daemons are idle but for leases and short bodies. The second of a pair has its first
-  // period a few seconds after the first's (PAIR_STAGGER_MS), so that their nodes do not start, fail
-  // or get cut at one instant.
-  describe('attempt 1 failed, then its node killed or stopped', () => {
+  // proxy; their daemons are idle but for leases and short bodies. The cases of a group have their
+  // first periods STAGGER_MS apart, so that their nodes do not start, fail or get cut at one instant;
+  // the two whose harness needs a quick `history` poll before a 3-4 s deadline (5, and 1 beside 2)
+  // are not grouped with the busiest one (6: 150 rows and a minute of polls).
+  describe('a node killed or stopped with an attempt owed or in flight', () => {
     it.concurrent('1. kill -9 of the node right after attempt 1 failed (retries 2, retryDelay 4s): attempt 2 runs on another node', async () => {
       const { ws, cluster } = await setup('retrykill');
       ws.writeJob('flaky.mjs', attemptJob({
@@ -159,10 +160,31 @@ describe('owed work: attempts that must run whatever happens to the node that ow
       expect(attemptsOf(runs, failed.key)).toEqual([[1, 'failed'], [2, 'succeeded']]);
     });
 
+    it.concurrent('3. SIGTERM of a node whose run outlives the grace period (1s): attempt 1 is interrupted, another node runs attempt 2 to succeeded', async () => {
+      const { ws, cluster } = await setup('grace');
+      ws.writeJob('long-first.mjs', attemptJob({
+        schedule: soonSchedule(LEAD_MS + STAGGER_MS).schedule, durationsMs: [6000, 300],
+        extra: { lockTtl: '2s', catchUp: '1m' },
+      }));
+      await startNodes(cluster, ['gr1', 'gr2'], { SCHEDULER_GRACE_PERIOD: '1s' });
+
+      const first = await waitFor('attempt 1 to start', () => effect(cluster, (e) => e.ev === 'start' && e.attempt === 1), 45_000);
+      expect(await cluster.nodes.get(first.node)!.stop('SIGTERM', 60_000), 'exit code of the stopped node').toBe(0);
+      expect(effect(cluster, ev('abort', first.key, 1))?.reason, 'attempt 1 aborted by the shutdown').toBe('shutdown');
+
+      const second = await waitFor('attempt 2 to start on another node', () => effect(cluster, ev('start', first.key, 2)), 20_000);
+      expect(second.node).not.toBe(first.node);
+      await waitFor('attempt 2 to end', () => effect(cluster, ev('end', first.key, 2)), 20_000);
+      expect(await cluster.stopOthers([first.node])).toEqual([0]);
+
+      const runs = await expectSettled(cluster, first.key);
+      expect(attemptsOf(runs, first.key)).toEqual([[1, 'interrupted'], [2, 'succeeded']]);
+    });
+
     it.concurrent('2. SIGTERM (rolling deploy) of the node right after attempt 1 failed: exit 0, and attempt 2 runs on another node', async () => {
       const { ws, cluster } = await setup('retryterm');
       ws.writeJob('flaky.mjs', attemptJob({
-        schedule: soonSchedule(LEAD_MS + PAIR_STAGGER_MS).schedule, durationsMs: [300], failAttempts: [1],
+        schedule: soonSchedule(LEAD_MS + 2 * STAGGER_MS).schedule, durationsMs: [300], failAttempts: [1],
         extra: { lockTtl: '2s', catchUp: '1m', retries: 2, retryDelay: '4s' },
       }));
       await startNodes(cluster, ['rt1', 'rt2']);
@@ -182,32 +204,11 @@ describe('owed work: attempts that must run whatever happens to the node that ow
     });
   });
 
-  describe('a run interrupted past the grace period; the store cut while a body finishes', () => {
-    it.concurrent('3. SIGTERM of a node whose run outlives the grace period (1s): attempt 1 is interrupted, another node runs attempt 2 to succeeded', async () => {
-      const { ws, cluster } = await setup('grace');
-      ws.writeJob('long-first.mjs', attemptJob({
-        schedule: soonSchedule(LEAD_MS).schedule, durationsMs: [6000, 300],
-        extra: { lockTtl: '2s', catchUp: '1m' },
-      }));
-      await startNodes(cluster, ['gr1', 'gr2'], { SCHEDULER_GRACE_PERIOD: '1s' });
-
-      const first = await waitFor('attempt 1 to start', () => effect(cluster, (e) => e.ev === 'start' && e.attempt === 1), 45_000);
-      expect(await cluster.nodes.get(first.node)!.stop('SIGTERM', 60_000), 'exit code of the stopped node').toBe(0);
-      expect(effect(cluster, ev('abort', first.key, 1))?.reason, 'attempt 1 aborted by the shutdown').toBe('shutdown');
-
-      const second = await waitFor('attempt 2 to start on another node', () => effect(cluster, ev('start', first.key, 2)), 20_000);
-      expect(second.node).not.toBe(first.node);
-      await waitFor('attempt 2 to end', () => effect(cluster, ev('end', first.key, 2)), 20_000);
-      expect(await cluster.stopOthers([first.node])).toEqual([0]);
-
-      const runs = await expectSettled(cluster, first.key);
-      expect(attemptsOf(runs, first.key)).toEqual([[1, 'interrupted'], [2, 'succeeded']]);
-    });
-
+  describe('the longer cases: the store cut while a body finishes; rows no node runs; a lock winner that died before its INSERT', () => {
     it.concurrent('4. the store cut for 10 s while a body finishes: the run is recorded succeeded once and nobody runs the period again', async () => {
       const { ws, cluster, proxy } = await setup('cutend', { viaProxy: true });
       ws.writeJob('finisher.mjs', attemptJob({
-        schedule: soonSchedule(LEAD_MS + PAIR_STAGGER_MS, 30).schedule, durationsMs: [3000],
+        schedule: soonSchedule(LEAD_MS, 30).schedule, durationsMs: [3000],
         extra: { lockTtl: '2s', catchUp: '1m' },
       }));
       await startNodes(cluster, ['ce1', 'ce2']);
@@ -235,74 +236,12 @@ describe('owed work: attempts that must run whatever happens to the node that ow
       const runs = await expectSettled(cluster, first.key);
       expect(attemptsOf(runs, first.key)).toEqual([[1, 'succeeded']]);
     });
-  });
 
-  describe('the store down when a retry is due, or while a node stops', () => {
-    it.concurrent('5. the store down when a retry is due (retries 1, retryDelay 3s, cut 6 s): the retry runs after the store returns and succeeds', async () => {
-      const { ws, cluster, proxy } = await setup('cutretry', { viaProxy: true });
-      ws.writeJob('retry-in-cut.mjs', attemptJob({
-        schedule: soonSchedule(LEAD_MS).schedule, durationsMs: [200], failAttempts: [1],
-        extra: { lockTtl: '2s', catchUp: '1m', retries: 1, retryDelay: '3s' },
-      }));
-      await startNodes(cluster, ['cr1', 'cr2']);
-
-      const failed = await waitFor('attempt 1 to fail', () => effect(cluster, (e) => e.ev === 'fail' && e.attempt === 1), 45_000);
-      await historyUntil(cluster, 'attempt 1 recorded failed', (runs) => runs.some((r) => r.periodKey === failed.key && r.attempt === 1 && r.status === 'failed'), 10_000);
-      await proxy!.cut();
-      const cutAt = Date.now();
-      // Harness check: the cut must come before the retry is due, or this case tests nothing.
-      expect(cutAt - failed.t, 'harness: the store was cut before the retry was due').toBeLessThan(2800);
-      expect(effect(cluster, ev('start', failed.key, 2)), 'harness: attempt 2 had not started before the cut').toBeUndefined();
-      await sleep(6000);
-      await proxy!.restore();
-      const restoredAt = Date.now();
-
-      const second = await waitFor('attempt 2 to start after the store returned', () => effect(cluster, ev('start', failed.key, 2)), 20_000);
-      expect(second.t, 'attempt 2 started only once the store was back').toBeGreaterThanOrEqual(restoredAt);
-      await waitFor('attempt 2 to end', () => effect(cluster, ev('end', failed.key, 2)), 20_000);
-      expect(await cluster.stopOthers([])).toEqual([0, 0]);
-
-      const runs = await expectSettled(cluster, failed.key);
-      expect(attemptsOf(runs, failed.key)).toEqual([[1, 'failed'], [2, 'succeeded']]);
-    });
-
-    it.concurrent('8. SIGTERM while the store is unreachable (grace 1s, lockTtl 3s): exit 0 within grace + lockTtl + 2 s, the unwritten outcome logged; the period is taken over and run to succeeded once the store is back', async () => {
-      const { ws, cluster, proxy } = await setup('termdown', { viaProxy: true });
-      ws.writeJob('stuck-out.mjs', attemptJob({
-        schedule: soonSchedule(LEAD_MS + PAIR_STAGGER_MS, 30).schedule, durationsMs: [6000, 300],
-        extra: { lockTtl: '3s', catchUp: '1m' },
-      }));
-      await startNodes(cluster, ['td1', 'td2'], { SCHEDULER_GRACE_PERIOD: '1s' });
-
-      const first = await waitFor('attempt 1 to start', () => effect(cluster, (e) => e.ev === 'start' && e.attempt === 1), 45_000);
-      await sleep(Math.max(0, first.t + 500 - Date.now()));
-      await proxy!.cut();
-      const node = cluster.nodes.get(first.node)!;
-      const signalledAt = Date.now();
-      const code = await node.stop('SIGTERM', 30_000);
-      const tookMs = Date.now() - signalledAt;
-      expect(code, 'exit code of the node stopped while the store is down').toBe(0);
-      expect(tookMs, 'grace (1 s) + lockTtl (3 s) + 2 s').toBeLessThanOrEqual(1000 + 3000 + 2000);
-      expect(effect(cluster, ev('abort', first.key, 1))?.reason, 'attempt 1 aborted by the shutdown').toBe('shutdown');
-      expect(node.logs().some((l) => /outcome could not be written before the deadline/.test(String(l.msg))), 'the unwritten outcome is logged').toBe(true);
-
-      await proxy!.restore();
-      // The row was left running: once its lease has run out, the other node takes it over and runs attempt 2.
-      const second = await waitFor('attempt 2 to start on the other node', () => effect(cluster, ev('start', first.key, 2)), 30_000);
-      expect(second.node).not.toBe(first.node);
-      await waitFor('attempt 2 to end', () => effect(cluster, ev('end', first.key, 2)), 20_000);
-      expect(await cluster.stopOthers([first.node])).toEqual([0]);
-      const runs = await expectSettled(cluster, first.key);
-      expect(attemptsOf(runs, first.key)).toEqual([[1, 'abandoned'], [2, 'succeeded']]);
-    });
-  });
-
-  describe('rows no node runs: stale rows of removed jobs; a lock winner that died before its INSERT', () => {
     it.concurrent('6. rows of jobs no node knows: a killed run of a removed job ends abandoned; 150 such stale rows do not hide a real takeover, and end abandoned', async ({ expect }) => {
       // (The test's own expect: its soft assertion must be charged to this case, which runs beside another.)
       const { db, ws, cluster } = await setup('unknown');
       const orphanFile = ws.writeJob('orphan.mjs', attemptJob({
-        schedule: soonSchedule(LEAD_MS - 2000).schedule, durationsMs: [30_000],
+        schedule: soonSchedule(LEAD_MS + STAGGER_MS - 2000).schedule, durationsMs: [30_000],
         extra: { lockTtl: '2s', catchUp: '1m' },
       }));
       // Part 1: one node runs the job and is killed mid-run; the job file is removed; the cluster comes back without it.
@@ -311,7 +250,7 @@ describe('owed work: attempts that must run whatever happens to the node that ow
       const oldKilledAt = await cluster.kill('old1');
       rmSync(orphanFile);
       ws.writeJob('known.mjs', attemptJob({
-        schedule: soonSchedule(LEAD_MS).schedule, durationsMs: [10_000, 300],
+        schedule: soonSchedule(LEAD_MS + STAGGER_MS).schedule, durationsMs: [10_000, 300],
         extra: { lockTtl: '2s', catchUp: '1m' },
       }));
 
@@ -369,7 +308,7 @@ describe('owed work: attempts that must run whatever happens to the node that ow
     it.concurrent('7. a lock winner killed between SET NX and INSERT (its Redlock key planted on the masters): the period with no row is run as catch-up, once', async () => {
       const { ws, cluster, redisPrefix } = await setup('lostwinner');
       // Periods at +0 s and +8 s, every 30 s: the second one is the victim; the next is 22 s later.
-      const sched = soonSchedule(LEAD_MS + PAIR_STAGGER_MS, 30, [0, 8]);
+      const sched = soonSchedule(LEAD_MS + 2 * STAGGER_MS, 30, [0, 8]);
       ws.writeJob('sparse.mjs', attemptJob({
         schedule: sched.schedule, durationsMs: [300],
         extra: { lockTtl: '2s', catchUp: '1m', coalesce: false },
@@ -402,6 +341,66 @@ describe('owed work: attempts that must run whatever happens to the node that ow
       expect(attemptsOf(runs, p2Key)).toEqual([[1, 'succeeded']]);
       expect(runs.find((r) => r.periodKey === p2Key)?.trigger).toBe('catch-up');
       expect(attemptsOf(runs, p1.key)).toEqual([[1, 'succeeded']]);
+    });
+  });
+
+  describe('the store down when a retry is due, or while a node stops', () => {
+    it.concurrent('5. the store down when a retry is due (retries 1, retryDelay 3s, cut 6 s): the retry runs after the store returns and succeeds', async () => {
+      const { ws, cluster, proxy } = await setup('cutretry', { viaProxy: true });
+      ws.writeJob('retry-in-cut.mjs', attemptJob({
+        schedule: soonSchedule(LEAD_MS).schedule, durationsMs: [200], failAttempts: [1],
+        extra: { lockTtl: '2s', catchUp: '1m', retries: 1, retryDelay: '3s' },
+      }));
+      await startNodes(cluster, ['cr1', 'cr2']);
+
+      const failed = await waitFor('attempt 1 to fail', () => effect(cluster, (e) => e.ev === 'fail' && e.attempt === 1), 45_000);
+      await historyUntil(cluster, 'attempt 1 recorded failed', (runs) => runs.some((r) => r.periodKey === failed.key && r.attempt === 1 && r.status === 'failed'), 10_000);
+      await proxy!.cut();
+      const cutAt = Date.now();
+      // Harness check: the cut must come before the retry is due, or this case tests nothing.
+      expect(cutAt - failed.t, 'harness: the store was cut before the retry was due').toBeLessThan(2800);
+      expect(effect(cluster, ev('start', failed.key, 2)), 'harness: attempt 2 had not started before the cut').toBeUndefined();
+      await sleep(6000);
+      await proxy!.restore();
+      const restoredAt = Date.now();
+
+      const second = await waitFor('attempt 2 to start after the store returned', () => effect(cluster, ev('start', failed.key, 2)), 20_000);
+      expect(second.t, 'attempt 2 started only once the store was back').toBeGreaterThanOrEqual(restoredAt);
+      await waitFor('attempt 2 to end', () => effect(cluster, ev('end', failed.key, 2)), 20_000);
+      expect(await cluster.stopOthers([])).toEqual([0, 0]);
+
+      const runs = await expectSettled(cluster, failed.key);
+      expect(attemptsOf(runs, failed.key)).toEqual([[1, 'failed'], [2, 'succeeded']]);
+    });
+
+    it.concurrent('8. SIGTERM while the store is unreachable (grace 1s, lockTtl 3s): exit 0 within grace + lockTtl + 2 s, the unwritten outcome logged; the period is taken over and run to succeeded once the store is back', async () => {
+      const { ws, cluster, proxy } = await setup('termdown', { viaProxy: true });
+      ws.writeJob('stuck-out.mjs', attemptJob({
+        schedule: soonSchedule(LEAD_MS + 2 * STAGGER_MS, 30).schedule, durationsMs: [6000, 300],
+        extra: { lockTtl: '3s', catchUp: '1m' },
+      }));
+      await startNodes(cluster, ['td1', 'td2'], { SCHEDULER_GRACE_PERIOD: '1s' });
+
+      const first = await waitFor('attempt 1 to start', () => effect(cluster, (e) => e.ev === 'start' && e.attempt === 1), 45_000);
+      await sleep(Math.max(0, first.t + 500 - Date.now()));
+      await proxy!.cut();
+      const node = cluster.nodes.get(first.node)!;
+      const signalledAt = Date.now();
+      const code = await node.stop('SIGTERM', 30_000);
+      const tookMs = Date.now() - signalledAt;
+      expect(code, 'exit code of the node stopped while the store is down').toBe(0);
+      expect(tookMs, 'grace (1 s) + lockTtl (3 s) + 2 s').toBeLessThanOrEqual(1000 + 3000 + 2000);
+      expect(effect(cluster, ev('abort', first.key, 1))?.reason, 'attempt 1 aborted by the shutdown').toBe('shutdown');
+      expect(node.logs().some((l) => /outcome could not be written before the deadline/.test(String(l.msg))), 'the unwritten outcome is logged').toBe(true);
+
+      await proxy!.restore();
+      // The row was left running: once its lease has run out, the other node takes it over and runs attempt 2.
+      const second = await waitFor('attempt 2 to start on the other node', () => effect(cluster, ev('start', first.key, 2)), 30_000);
+      expect(second.node).not.toBe(first.node);
+      await waitFor('attempt 2 to end', () => effect(cluster, ev('end', first.key, 2)), 20_000);
+      expect(await cluster.stopOthers([first.node])).toEqual([0]);
+      const runs = await expectSettled(cluster, first.key);
+      expect(attemptsOf(runs, first.key)).toEqual([[1, 'abandoned'], [2, 'succeeded']]);
     });
   });
 });
