@@ -12,6 +12,7 @@ export interface ChaosFault {
 export interface ChaosResult {
   seed: number;
   seconds: number;
+  everyKind: boolean;
   plan: ChaosFault[];
   injected: Array<ChaosFault & { label: string; injectedAt: number; restoredAt?: number; skipped?: string; error?: string; notes: string[] }>;
   summary: {
@@ -28,9 +29,9 @@ export interface ChaosResult {
   workspace: string;
 }
 export function resolveSeed(value?: string): number;
-export function planFaults(seed: number, phaseMs: number): ChaosFault[];
+export function planFaults(seed: number, phaseMs: number, options?: { everyKind?: boolean }): ChaosFault[];
 export function describeFault(f: ChaosFault): string;
-export function runChaos(options: { seconds?: number; seed?: number; bin?: string; log?: (line: string) => void; settleMs?: number; keep?: boolean; logLevel?: string; adminUrl?: string }): Promise<ChaosResult>;
+export function runChaos(options: { seconds?: number; seed?: number; bin?: string; log?: (line: string) => void; settleMs?: number; keep?: boolean; logLevel?: string; adminUrl?: string; everyKind?: boolean }): Promise<ChaosResult>;
 /** One side effect a chaos job's body wrote. */
 export interface ChaosEffect {
   key: string;

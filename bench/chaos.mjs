@@ -3,11 +3,12 @@
  * The seeded chaos soak, long form (the short form is test/fault/chaos.test.ts; both use
  * bench/chaos-lib.mjs):
  *
- *   node bench/chaos.mjs [--seconds 120] [--seed S] [--settle 120] [--no-build] [--keep] [--log-level info] [--json-out FILE]
+ *   node bench/chaos.mjs [--seconds 120] [--seed S] [--settle 120] [--every-kind] [--no-build] [--keep] [--log-level info] [--json-out FILE]
  *   (env: CHAOS_SEED when --seed is not given; BENCH_MYSQL_ADMIN=mysql://root@127.0.0.1:3306/)
  *
  * Five `bin/scheduler run` daemons, three Redis masters started here, MariaDB (a private database)
- * behind a TCP proxy; a fault every 8-15 s from a PRNG seeded by S (printed first). By default the
+ * behind a TCP proxy; a fault every 8-15 s from a PRNG seeded by S (printed first; --every-kind: one of
+ * each kind first, as the test plans them). By default the
  * daemons run from a private build of src/ (bench/lib.mjs buildSnapshot), so that rebuilds of dist/
  * during the soak cannot change what runs; --no-build runs bin/scheduler of the checkout as it is.
  * Prints a summary (faults by kind, periods, runs by status, violations); exit 1 on any violation,
@@ -20,14 +21,14 @@ import { buildSnapshot, sourceState, parseFlags } from './lib.mjs';
 
 function parseOptions(argv) {
   const flags = parseFlags(argv, {
-    booleans: ['no-build', 'keep'],
-    usage: 'usage: node bench/chaos.mjs [--seconds 120] [--seed S] [--settle 120] [--no-build] [--keep] [--log-level info] [--json-out FILE]\n',
+    booleans: ['no-build', 'keep', 'every-kind'],
+    usage: 'usage: node bench/chaos.mjs [--seconds 120] [--seed S] [--settle 120] [--every-kind] [--no-build] [--keep] [--log-level info] [--json-out FILE]\n',
   });
   const seconds = Number(flags.seconds ?? 120);
   if (!Number.isFinite(seconds) || seconds < 20) throw new Error(`--seconds: expected a number >= 20, got ${flags.seconds}`);
   const settle = Number(flags.settle ?? 120);
   if (!Number.isFinite(settle) || settle < 10) throw new Error(`--settle: expected a number of seconds >= 10, got ${flags.settle}`);
-  return { seconds, seed: resolveSeed(flags.seed ?? process.env.CHAOS_SEED), settleMs: settle * 1000, build: !flags['no-build'], keep: Boolean(flags.keep), logLevel: flags['log-level'] ?? 'info', jsonOut: flags['json-out'] };
+  return { seconds, seed: resolveSeed(flags.seed ?? process.env.CHAOS_SEED), settleMs: settle * 1000, build: !flags['no-build'], keep: Boolean(flags.keep), logLevel: flags['log-level'] ?? 'info', jsonOut: flags['json-out'], everyKind: Boolean(flags['every-kind']) };
 }
 
 async function main() {
@@ -47,7 +48,7 @@ async function main() {
   const onSignal = (sig) => process.stderr.write(`[chaos] ${sig}: finishing the current step, then cleaning up\n`);
   process.on('SIGINT', onSignal);
   try {
-    const result = await runChaos({ seconds: opts.seconds, seed: opts.seed, settleMs: opts.settleMs, keep: opts.keep, logLevel: opts.logLevel, ...(bin ? { bin } : {}) });
+    const result = await runChaos({ seconds: opts.seconds, seed: opts.seed, settleMs: opts.settleMs, keep: opts.keep, logLevel: opts.logLevel, everyKind: opts.everyKind, ...(bin ? { bin } : {}) });
     process.stdout.write(`${result.report}\n`);
     if (opts.jsonOut) writeFileSync(opts.jsonOut, `${JSON.stringify({ ...result, source: state }, null, 2)}\n`);
     process.stdout.write(`${JSON.stringify({ bench: 'chaos', seed: result.seed, seconds: result.seconds, pass: result.violationCount === 0, faults: result.summary.faultsByKind, runsByStatus: result.summary.runsByStatus, violations: Object.fromEntries(Object.entries(result.violations).map(([k, l]) => [k, l.length])), elapsedS: result.summary.elapsedS })}\n`);

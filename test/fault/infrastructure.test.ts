@@ -11,32 +11,40 @@ import { startRedisServers, waitFor, type RedisServer } from '../helpers/redis.j
 import { Workspace } from '../helpers/workspace.js';
 import { Cluster, StoreProxy, duplicateStarts, faultJob, overlappingAttempts, secondsBetween } from './harness.js';
 
-let db: TestDatabase;
 let redis: RedisServer[];
+const dbs: TestDatabase[] = [];
+const ownMasters: RedisServer[] = [];
 const workspaces: Workspace[] = [];
 const clusters: Cluster[] = [];
 const proxies: StoreProxy[] = [];
 
 beforeAll(async () => {
-  [db, redis] = await Promise.all([createMariaDb('cron_fault'), startRedisServers(3)]);
+  redis = await startRedisServers(3);
 });
 
 afterAll(async () => {
   await Promise.all(clusters.map((c) => c.stopAll()));
   for (const p of proxies) await p.close();
-  await Promise.all(redis.map((r) => r.cleanup()));
-  await db.drop();
+  await Promise.all([...redis, ...ownMasters].map((r) => r.cleanup()));
+  for (const db of dbs) await db.drop();
   for (const w of workspaces) w.cleanup();
 });
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-function setup(prefix: string, store = db.url): { ws: Workspace; cluster: Cluster } {
+/** A database of the case's own (two cases run side by side, and each judges every row of its store). */
+async function database(): Promise<TestDatabase> {
+  const db = await createMariaDb('cron_fault');
+  dbs.push(db);
+  return db;
+}
+
+function setup(prefix: string, store: string, masters = redis): { ws: Workspace; cluster: Cluster } {
   const ws = new Workspace(`cron-fault-${prefix}-`);
   workspaces.push(ws);
   const cluster = new Cluster(ws, {
     SCHEDULER_STORE: store,
-    SCHEDULER_REDIS: redis.map((r) => r.url).join(','),
+    SCHEDULER_REDIS: masters.map((r) => r.url).join(','),
     SCHEDULER_REDIS_PREFIX: `fault-${prefix}-${Date.now()}:`,
   });
   clusters.push(cluster);
@@ -53,8 +61,11 @@ function expectEverySecondOnce(cluster: Cluster, job: string, fromMs: number, to
 }
 
 describe('fault: infrastructure', () => {
-  it('Redis: two of three masters stopped, then all three, then restarted: no crash, no duplicate, no gap', async () => {
-    const { ws, cluster } = setup('redis');
+  // The Redis case and the skew case side by side (it.concurrent): each has its own database, and
+  // the skew case its own masters; their nodes run short every-second bodies. The store case, which
+  // judges self-fencing to half a second, runs alone after them.
+  it.concurrent('Redis: two of three masters stopped, then all three, then restarted: no crash, no duplicate, no gap', async () => {
+    const { ws, cluster } = setup('redis', (await database()).url);
     ws.writeJob('tick.mjs', faultJob({ schedule: '* * * * * *', durationMs: 50, extra: { lockTtl: '2s', catchUp: '1m', coalesce: false } }));
     for (const n of ['r1', 'r2', 'r3']) cluster.start(n);
     await Promise.all(['r1', 'r2', 'r3'].map((n) => cluster.started(n)));
@@ -83,7 +94,54 @@ describe('fault: infrastructure', () => {
     expect([...started].filter((k) => !succeeded.has(k))).toEqual([]);
   });
 
+  it.concurrent('clocks skewed by +1.5 s and -1.5 s (libfaketime), overlap skip: every second once, no skip, no takeover; each node measures its offset', async () => {
+    // libfaketime preloaded straight into node (the `faketime` wrapper would not pass SIGTERM on).
+    const lib = execFileSync('sh', ['-c', 'dpkg -L libfaketime | grep "/libfaketime.so.1$"'], { encoding: 'utf8' }).trim();
+    expect(existsSync(lib)).toBe(true);
+    // Its own masters: the Redis case beside it stops the file's.
+    const masters = await startRedisServers(3);
+    ownMasters.push(...masters);
+    const { ws, cluster } = setup('skew', (await database()).url, masters);
+    // overlap 'skip' with a body of 300 ms: a node firing 1.5 s early would meet the previous
+    // period's live run and record its period skipped; firing by the store's clock, none does.
+    ws.writeJob('skewed.mjs', faultJob({ schedule: '* * * * * *', durationMs: 300, extra: { lockTtl: '2s', catchUp: '1m', coalesce: false, overlap: 'skip' } }));
+    const faked = (offset: string) => ({ LD_PRELOAD: lib, FAKETIME: offset, FAKETIME_DONT_FAKE_MONOTONIC: '1', FAKETIME_NO_CACHE: '1' });
+    cluster.start('ahead', faked('+1.5s'));
+    cluster.start('behind', faked('-1.5s'));
+    cluster.start('exact');
+    await Promise.all(['ahead', 'behind', 'exact'].map((n) => cluster.started(n)));
+    // 16 judged seconds: each of them must run once, whichever node wins it.
+    const t0 = Date.now() + 2000;
+    await sleep(20_000);
+    const t1 = Date.now() - 2000;
+    expect(await cluster.stopAll()).toEqual([0, 0, 0]);
+
+    // Each node measured its clock against the store's (store minus node: the node ahead is negative).
+    const offsetOf = (node: string) => cluster.nodes.get(node)!.logs().find((l) => typeof l.clockOffsetMs === 'number')?.clockOffsetMs as number | undefined;
+    expect(Math.abs(offsetOf('ahead')! + 1500), `offset of the node 1.5 s ahead: ${offsetOf('ahead')}`).toBeLessThanOrEqual(100);
+    expect(Math.abs(offsetOf('behind')! - 1500), `offset of the node 1.5 s behind: ${offsetOf('behind')}`).toBeLessThanOrEqual(100);
+    expect(Math.abs(offsetOf('exact')!)).toBeLessThanOrEqual(100);
+    // An offset over 1 s is said, once per node at start.
+    for (const node of ['ahead', 'behind']) expect(cluster.nodes.get(node)!.logs().filter((l) => /clock is .* the store's/.test(String(l.msg)))).toHaveLength(1);
+
+    // This job's rows, judged between t0 and t1.
+    const runs = (await cluster.history()).filter((r) => r.job === 'skewed' && Date.parse(r.periodKey.slice('skewed@'.length)) >= t0 && Date.parse(r.periodKey.slice('skewed@'.length)) <= t1);
+    if (process.env.FAULT_DEBUG) console.log(runs.filter((r) => r.status !== 'succeeded').map((r) => JSON.stringify(r)).join('\n'));
+    expectEverySecondOnce(cluster, 'skewed', t0, t1);
+    expect(runs.filter((r) => r.status !== 'succeeded').map((r) => `${r.periodKey} ${r.status} ${r.reason ?? ''}`)).toEqual([]);
+    // Bodies start at their instant by the store's clock (this machine's real one), whichever node won.
+    const starts = cluster.effects().filter((e) => e.ev === 'start' && e.key.startsWith('skewed@'));
+    // (A body's own Date.now() is faked too: its record is put back on the real clock.)
+    const skewOf: Record<string, number> = { ahead: 1500, behind: -1500, exact: 0 };
+    const lateness = starts.map((e) => e.t - skewOf[e.node]! - Date.parse(e.key.slice('skewed@'.length)));
+    expect(Math.min(...lateness), 'no body started more than 100 ms before its instant').toBeGreaterThan(-100);
+    const winners = new Set(starts.map((e) => e.node));
+    // No node has an edge from its clock: more than one wins periods.
+    expect(winners.size).toBeGreaterThan(1);
+  });
+
   it('store cut off and back: no run starts without its row, a run that cannot prove its lease self-fences and is resumed after the store returns, missed periods are caught up', async () => {
+    const db = await database();
     const proxy = new StoreProxy(Number(new URL(db.url).port || 3306));
     proxies.push(proxy);
     await proxy.start();
@@ -133,47 +191,5 @@ describe('fault: infrastructure', () => {
     const late = cluster.effects().filter((e) => e.ev === 'start' && e.key.startsWith('steady@') && e.trigger === 'catch-up');
     expect(late.length).toBeGreaterThan(0);
     expect(late.every((e) => Date.parse(e.key.slice('steady@'.length)) >= cutAt - 1000)).toBe(true);
-  });
-
-  it('clocks skewed by +1.5 s and -1.5 s (libfaketime), overlap skip: every second once, no skip, no takeover; each node measures its offset', async () => {
-    // libfaketime preloaded straight into node (the `faketime` wrapper would not pass SIGTERM on).
-    const lib = execFileSync('sh', ['-c', 'dpkg -L libfaketime | grep "/libfaketime.so.1$"'], { encoding: 'utf8' }).trim();
-    expect(existsSync(lib)).toBe(true);
-    const { ws, cluster } = setup('skew');
-    // overlap 'skip' with a body of 300 ms: a node firing 1.5 s early would meet the previous
-    // period's live run and record its period skipped; firing by the store's clock, none does.
-    ws.writeJob('skewed.mjs', faultJob({ schedule: '* * * * * *', durationMs: 300, extra: { lockTtl: '2s', catchUp: '1m', coalesce: false, overlap: 'skip' } }));
-    const faked = (offset: string) => ({ LD_PRELOAD: lib, FAKETIME: offset, FAKETIME_DONT_FAKE_MONOTONIC: '1', FAKETIME_NO_CACHE: '1' });
-    cluster.start('ahead', faked('+1.5s'));
-    cluster.start('behind', faked('-1.5s'));
-    cluster.start('exact');
-    await Promise.all(['ahead', 'behind', 'exact'].map((n) => cluster.started(n)));
-    const t0 = Date.now() + 2000;
-    await sleep(32_000);
-    const t1 = Date.now() - 2000;
-    expect(await cluster.stopAll()).toEqual([0, 0, 0]);
-
-    // Each node measured its clock against the store's (store minus node: the node ahead is negative).
-    const offsetOf = (node: string) => cluster.nodes.get(node)!.logs().find((l) => typeof l.clockOffsetMs === 'number')?.clockOffsetMs as number | undefined;
-    expect(Math.abs(offsetOf('ahead')! + 1500), `offset of the node 1.5 s ahead: ${offsetOf('ahead')}`).toBeLessThanOrEqual(100);
-    expect(Math.abs(offsetOf('behind')! - 1500), `offset of the node 1.5 s behind: ${offsetOf('behind')}`).toBeLessThanOrEqual(100);
-    expect(Math.abs(offsetOf('exact')!)).toBeLessThanOrEqual(100);
-    // An offset over 1 s is said, once per node at start.
-    for (const node of ['ahead', 'behind']) expect(cluster.nodes.get(node)!.logs().filter((l) => /clock is .* the store's/.test(String(l.msg)))).toHaveLength(1);
-
-    // This job's rows only: the database is shared by the tests of this file.
-    const runs = (await cluster.history()).filter((r) => r.job === 'skewed' && Date.parse(r.periodKey.slice('skewed@'.length)) >= t0 && Date.parse(r.periodKey.slice('skewed@'.length)) <= t1);
-    if (process.env.FAULT_DEBUG) console.log(runs.filter((r) => r.status !== 'succeeded').map((r) => JSON.stringify(r)).join('\n'));
-    expectEverySecondOnce(cluster, 'skewed', t0, t1);
-    expect(runs.filter((r) => r.status !== 'succeeded').map((r) => `${r.periodKey} ${r.status} ${r.reason ?? ''}`)).toEqual([]);
-    // Bodies start at their instant by the store's clock (this machine's real one), whichever node won.
-    const starts = cluster.effects().filter((e) => e.ev === 'start' && e.key.startsWith('skewed@'));
-    // (A body's own Date.now() is faked too: its record is put back on the real clock.)
-    const skewOf: Record<string, number> = { ahead: 1500, behind: -1500, exact: 0 };
-    const lateness = starts.map((e) => e.t - skewOf[e.node]! - Date.parse(e.key.slice('skewed@'.length)));
-    expect(Math.min(...lateness), 'no body started more than 100 ms before its instant').toBeGreaterThan(-100);
-    const winners = new Set(starts.map((e) => e.node));
-    // No node has an edge from its clock: more than one wins periods.
-    expect(winners.size).toBeGreaterThan(1);
   });
 });

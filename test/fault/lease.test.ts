@@ -21,7 +21,7 @@
  */
 import knexFactory from 'knex';
 import { Redis } from 'ioredis';
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createMariaDb, type TestDatabase } from '../helpers/databases.js';
 import { freePort, RedisServer, startRedisServers, waitFor } from '../helpers/redis.js';
 import type { HistoryRun } from '../helpers/workspace.js';
@@ -38,7 +38,14 @@ const probes: Redis[] = [];
 /** Time for two daemons to start on this (shared, 2-core) machine before the first period. */
 const LEAD_MS = 7000;
 
+// Tests of a concurrent group share these lists: clean up once none of them runs any more.
+let running = 0;
+beforeEach(() => {
+  running++;
+});
+
 afterEach(async () => {
+  if (--running > 0) return;
   // A failed test leaves its daemons (and long bodies) behind: kill them, so the next test has the CPU.
   await Promise.all(clusters.map((c) => c.killAll()));
   for (const p of proxies.splice(0)) await p.close();
@@ -139,7 +146,10 @@ async function redisMajorityLost(variant: 'a' | 'b' | 'c'): Promise<void> {
   const TTL_MS = 2000;
   const redis = await masters(3);
   const { ws, cluster, redisPrefix } = await setup(`quorum-${variant}`, redis.map((r) => r.url));
-  ws.writeJob('long.mjs', attemptJob({ schedule: soonSchedule(LEAD_MS, 30).schedule, durationsMs: [BODY_MS], extra: { lockTtl: '2s', catchUp: '1m' } }));
+  // The three variants run side by side (their own masters, database and workspace; the nodes are
+  // idle but for the leases): their periods 2 s apart, so that their nodes do not start at one instant.
+  const stagger = { a: 0, b: 2000, c: 4000 }[variant];
+  ws.writeJob('long.mjs', attemptJob({ schedule: soonSchedule(LEAD_MS + stagger, 30).schedule, durationsMs: [BODY_MS], extra: { lockTtl: '2s', catchUp: '1m' } }));
   // q1 claims the period alone, so that its key is on all three masters (with two racers, the loser's
   // SET NX can take one master first and leave the winner's value on two only); q2 is up before the
   // faults, ready to take the period over should q1's attempt be (wrongly) given up.
@@ -234,16 +244,85 @@ async function redisMajorityLost(variant: 'a' | 'b' | 'c'): Promise<void> {
 }
 
 describe('lease discipline (issue 7)', () => {
-  it('1a. two of three Redis masters stopped mid-run, down past the lock\'s expiry: the run is not aborted and ends succeeded, once', async () => {
-    await redisMajorityLost('a');
-  });
+  // Side by side: each case has its own masters, database, workspace and key prefix.
+  describe.concurrent('1 and 3. Redis masters lost mid-run, or down at start', () => {
+    it('1a. two of three Redis masters stopped mid-run, down past the lock\'s expiry: the run is not aborted and ends succeeded, once', async () => {
+      await redisMajorityLost('a');
+    });
 
-  it('1b. one master restarted empty, then another stopped (only the node\'s own old value left on the survivor at the local expiry): the run is not aborted and ends succeeded, once', async () => {
-    await redisMajorityLost('b');
-  });
+    it('1b. one master restarted empty, then another stopped (only the node\'s own old value left on the survivor at the local expiry): the run is not aborted and ends succeeded, once', async () => {
+      await redisMajorityLost('b');
+    });
 
-  it('1c. two of three Redis masters frozen (SIGSTOP) mid-run past the lock\'s expiry, then resumed: the run is not aborted and ends succeeded, once', async () => {
-    await redisMajorityLost('c');
+    it('1c. two of three Redis masters frozen (SIGSTOP) mid-run past the lock\'s expiry, then resumed: the run is not aborted and ends succeeded, once', async () => {
+      await redisMajorityLost('c');
+    });
+
+    it('3. a daemon started with every Redis master down runs its periods through the row, warns once, and uses Redlock again when the masters come back; no period twice, none missing', async () => {
+      const ports = [await freePort(), await freePort(), await freePort()];
+      const { ws, cluster, redisPrefix } = await setup('nomaster', ports.map((p) => `redis://127.0.0.1:${p}`));
+      ws.writeJob('tick.mjs', faultJob({ schedule: '* * * * * *', durationMs: 600, extra: { lockTtl: '2s', catchUp: '1m', coalesce: false, overlap: 'allow' } }));
+      for (const id of ['d1', 'd2']) cluster.start(id);
+      await Promise.all(['d1', 'd2'].map((id) => cluster.started(id)));
+      const t0 = Date.now();
+      await waitFor('four periods to run with no master', () => cluster.effects().filter((e) => e.ev === 'start' && e.t > t0).length >= 4, 30_000);
+
+      // The masters come up on the ports the daemons were given (empty, as after an outage).
+      const redis = ports.map((p) => new RedisServer(p));
+      servers.push(...redis);
+      await Promise.all(redis.map((r) => r.start()));
+      const upAt = Date.now();
+      const clients = await Promise.all(redis.map(probe));
+      // Lock keys of the periods claimed from now on, as the masters hold them (period key -> masters seen on).
+      const seen = new Map<string, Set<number>>();
+      let polling = true;
+      const poller = (async () => {
+        while (polling) {
+          await Promise.all(clients.map(async (c, i) => {
+            for (const k of await c.keys(`${redisPrefix}lock:*`).catch(() => [] as string[])) {
+              const set = seen.get(k) ?? new Set<number>();
+              set.add(i);
+              seen.set(k, set);
+            }
+          }));
+          await sleep(50);
+        }
+      })();
+      const back = 'Redis quorum is back: claims use Redlock again';
+      await waitFor('both nodes to log that Redlock is used again', () => ['d1', 'd2'].every((id) => logsOf(cluster, id).some((l) => l.msg === back)), 20_000);
+      const onMajority = () => [...seen].filter(([, on]) => on.size >= 2).map(([k]) => k);
+      await waitFor('lock keys of three periods on a majority of the masters', () => onMajority().length >= 3, 20_000);
+      // Periods well after the masters came back (the judged ones below): wait for three of them
+      // rather than a fixed 3 s after the waits above, which left only two when those ended quickly.
+      const isLater = (key: string) => Date.parse(key.slice('tick@'.length)) > upAt + 3000;
+      await waitFor('three periods to start more than 3 s after the masters came back', () => cluster.effects().filter((e) => e.ev === 'start' && e.key.startsWith('tick@') && isLater(e.key)).length >= 3, 20_000);
+      const t1 = Date.now();
+      await sleep(1500);
+      polling = false;
+      await poller;
+      expect(await cluster.stopAll(), 'exit codes').toEqual([0, 0]);
+
+      const effects = cluster.effects().filter((e) => e.key.startsWith('tick@'));
+      expect(duplicateStarts(effects), 'a period started twice').toEqual([]);
+      expect(effects.filter((e) => e.ev === 'start' && e.attempt !== 1), 'attempts beyond the first').toEqual([]);
+      const started = new Set(effects.filter((e) => e.ev === 'start').map((e) => e.key));
+      const expected = secondsBetween(t0, t1).map((iso) => `tick@${iso}`);
+      expect(expected.filter((k) => !started.has(k)), 'periods missing across the switch').toEqual([]);
+      for (const id of ['d1', 'd2']) {
+        const logs = logsOf(cluster, id);
+        expect(logs.filter((l) => l.msg === 'Redis quorum unreachable: claims go on through the run row alone').length, `${id}: warnings`).toBe(1);
+        expect(logs.filter((l) => l.msg === back).length, `${id}: 'back' lines`).toBe(1);
+      }
+      // Later periods hold a key on the masters: Redlock decides them again.
+      const keyed = onMajority().map((k) => k.slice(`${redisPrefix}lock:`.length));
+      const later = expected.filter(isLater);
+      const laterKeyed = later.filter((k) => keyed.includes(k));
+      console.log(`masters back ${upAt - t0} ms after the first period; periods after that with their lock key seen on a majority: ${laterKeyed.length} of ${later.length}`);
+      expect(keyed.every((k) => Date.parse(k.slice('tick@'.length)) > upAt - 1000), 'no key of a period claimed while every master was down').toBe(true);
+      expect(laterKeyed.length, 'later periods with their lock key on a majority').toBeGreaterThanOrEqual(3);
+      const runs = (await cluster.history()).filter((r) => r.job === 'tick');
+      expect(runs.filter((r) => r.status !== 'succeeded').map((r) => `${r.periodKey}#${r.attempt} ${r.status}`)).toEqual([]);
+    });
   });
 
   it('2. one node\'s store partitioned past the lease mid-run: it self-fences within the lease, the other node takes over after the lease, no overlap, and the partitioned node records nothing for its lapsed attempt and keeps running', async () => {
@@ -321,68 +400,5 @@ describe('lease discipline (issue 7)', () => {
       `start #1 ${a}`, `abort #1 ${a}`, `start #2 ${b}`, `end #2 ${b}`,
     ]);
     expect(runs.filter((r) => r.status === 'running' || r.status === 'pending').map((r) => `${r.periodKey}#${r.attempt} ${r.status}`), 'rows left running or pending').toEqual([]);
-  });
-
-  it('3. a daemon started with every Redis master down runs its periods through the row, warns once, and uses Redlock again when the masters come back; no period twice, none missing', async () => {
-    const ports = [await freePort(), await freePort(), await freePort()];
-    const { ws, cluster, redisPrefix } = await setup('nomaster', ports.map((p) => `redis://127.0.0.1:${p}`));
-    ws.writeJob('tick.mjs', faultJob({ schedule: '* * * * * *', durationMs: 600, extra: { lockTtl: '2s', catchUp: '1m', coalesce: false, overlap: 'allow' } }));
-    for (const id of ['d1', 'd2']) cluster.start(id);
-    await Promise.all(['d1', 'd2'].map((id) => cluster.started(id)));
-    const t0 = Date.now();
-    await waitFor('four periods to run with no master', () => cluster.effects().filter((e) => e.ev === 'start' && e.t > t0).length >= 4, 30_000);
-
-    // The masters come up on the ports the daemons were given (empty, as after an outage).
-    const redis = ports.map((p) => new RedisServer(p));
-    servers.push(...redis);
-    await Promise.all(redis.map((r) => r.start()));
-    const upAt = Date.now();
-    const clients = await Promise.all(redis.map(probe));
-    // Lock keys of the periods claimed from now on, as the masters hold them (period key -> masters seen on).
-    const seen = new Map<string, Set<number>>();
-    let polling = true;
-    const poller = (async () => {
-      while (polling) {
-        await Promise.all(clients.map(async (c, i) => {
-          for (const k of await c.keys(`${redisPrefix}lock:*`).catch(() => [] as string[])) {
-            const set = seen.get(k) ?? new Set<number>();
-            set.add(i);
-            seen.set(k, set);
-          }
-        }));
-        await sleep(50);
-      }
-    })();
-    const back = 'Redis quorum is back: claims use Redlock again';
-    await waitFor('both nodes to log that Redlock is used again', () => ['d1', 'd2'].every((id) => logsOf(cluster, id).some((l) => l.msg === back)), 20_000);
-    const onMajority = () => [...seen].filter(([, on]) => on.size >= 2).map(([k]) => k);
-    await waitFor('lock keys of three periods on a majority of the masters', () => onMajority().length >= 3, 20_000);
-    await sleep(3000);
-    const t1 = Date.now();
-    await sleep(1500);
-    polling = false;
-    await poller;
-    expect(await cluster.stopAll(), 'exit codes').toEqual([0, 0]);
-
-    const effects = cluster.effects().filter((e) => e.key.startsWith('tick@'));
-    expect(duplicateStarts(effects), 'a period started twice').toEqual([]);
-    expect(effects.filter((e) => e.ev === 'start' && e.attempt !== 1), 'attempts beyond the first').toEqual([]);
-    const started = new Set(effects.filter((e) => e.ev === 'start').map((e) => e.key));
-    const expected = secondsBetween(t0, t1).map((iso) => `tick@${iso}`);
-    expect(expected.filter((k) => !started.has(k)), 'periods missing across the switch').toEqual([]);
-    for (const id of ['d1', 'd2']) {
-      const logs = logsOf(cluster, id);
-      expect(logs.filter((l) => l.msg === 'Redis quorum unreachable: claims go on through the run row alone').length, `${id}: warnings`).toBe(1);
-      expect(logs.filter((l) => l.msg === back).length, `${id}: 'back' lines`).toBe(1);
-    }
-    // Later periods hold a key on the masters: Redlock decides them again.
-    const keyed = onMajority().map((k) => k.slice(`${redisPrefix}lock:`.length));
-    const later = expected.filter((k) => Date.parse(k.slice('tick@'.length)) > upAt + 3000);
-    const laterKeyed = later.filter((k) => keyed.includes(k));
-    console.log(`masters back ${upAt - t0} ms after the first period; periods after that with their lock key seen on a majority: ${laterKeyed.length} of ${later.length}`);
-    expect(keyed.every((k) => Date.parse(k.slice('tick@'.length)) > upAt - 1000), 'no key of a period claimed while every master was down').toBe(true);
-    expect(laterKeyed.length, 'later periods with their lock key on a majority').toBeGreaterThanOrEqual(3);
-    const runs = (await cluster.history()).filter((r) => r.job === 'tick');
-    expect(runs.filter((r) => r.status !== 'succeeded').map((r) => `${r.periodKey}#${r.attempt} ${r.status}`)).toEqual([]);
   });
 });

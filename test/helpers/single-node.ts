@@ -1,8 +1,8 @@
 /**
  * One `bin/scheduler` node on a SQLite workspace of its own, for integration tests: workspaces and
- * daemons made here are cleaned up (daemons killed) after each test of the file that calls it.
+ * daemons made here are cleaned up (daemons killed) after the tests of the file that calls it.
  */
-import { afterEach, expect } from 'vitest';
+import { afterEach, beforeEach, expect } from 'vitest';
 import { Daemon, runCli } from './cli.js';
 import { Workspace, type HistoryRun } from './workspace.js';
 
@@ -16,10 +16,21 @@ export interface SingleNode {
   cleanup(fn: () => Promise<void> | void): void;
 }
 
-/** Call at the top level of a test file: it registers the afterEach that cleans up. */
+/**
+ * Call at the top level of a test file: it registers the hooks that clean up. The cleanups run once
+ * no test of the file is running any more: under describe.concurrent, the first test to finish must
+ * not kill the daemons and remove the workspaces of the tests still running (it did: a fast test
+ * ended a slow one's daemon, which then waited in vain for its output).
+ */
 export function singleNode(prefix: string, nodeId: string): SingleNode {
   const cleanups: Array<() => Promise<void> | void> = [];
+  let running = 0;
+  beforeEach(() => {
+    running++;
+  });
   afterEach(async () => {
+    running--;
+    if (running > 0) return;
     for (const c of cleanups.splice(0).reverse()) await c();
   });
   const envOf = (ws: Workspace, extra: Record<string, string> = {}): Record<string, string> => ({

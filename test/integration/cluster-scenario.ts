@@ -44,7 +44,7 @@ export interface ClusterScenarioOptions {
   /** Redis masters (none: the row alone decides). */
   redis: string[];
   nodes: number;
-  /** How many seconds of periods to observe once every node is up. */
+  /** How many seconds of periods to observe once every node is up (10: each must run once, and more than one node must win some). */
   seconds?: number;
 }
 
@@ -87,7 +87,7 @@ function duplicates(keys: string[]): string[] {
 }
 
 export async function runClusterScenario(options: ClusterScenarioOptions): Promise<void> {
-  const seconds = options.seconds ?? 15;
+  const seconds = options.seconds ?? 10;
   const ws = new Workspace('cron-cluster-');
   const daemons: Daemon[] = [];
   try {

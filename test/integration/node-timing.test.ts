@@ -45,23 +45,24 @@ describe('node timing', () => {
 
   it('a period found later than its catchUp on the tick path (the process paused past it) is recorded missed, not run late', async () => {
     const ws = workspace();
-    ws.writeJob('tenth.mjs', jobSource(`schedule: '*/10 * * * * *', catchUp: '2s',`));
+    ws.writeJob('fifth.mjs', jobSource(`schedule: '*/5 * * * * *', catchUp: '2s',`));
     const d = start(ws);
     await waitForLog(d, 'the daemon to schedule', 'scheduler started');
     // The next period at least 2.5 s away; pause the node 1 s before it (after the claim timer is
-    // armed) and wake it 4 s after it: its timer then fires 4 s late, past the 2 s catchUp.
-    let instant = Math.ceil(Date.now() / 10_000) * 10_000;
-    if (instant - Date.now() < 2500) instant += 10_000;
+    // armed) and wake it 4 s after it: its timer then fires 4 s late, past the 2 s catchUp (and 1 s
+    // before the next period, which must run on time).
+    let instant = Math.ceil(Date.now() / 5000) * 5000;
+    if (instant - Date.now() < 2500) instant += 5000;
     await sleep(instant - 1000 - Date.now());
     d.proc.kill('SIGSTOP');
     await sleep(instant + 4000 - Date.now());
     d.proc.kill('SIGCONT');
-    const key = `tenth@${new Date(instant).toISOString()}`;
+    const key = `fifth@${new Date(instant).toISOString()}`;
     const row = await waitFor(`a row for ${key}`, async () => (await history(ws)).find((r) => r.periodKey === key), 20_000, 300);
     expect([row.status, row.reason]).toEqual(['skipped', 'missed']);
     expect(starts(ws).filter((e) => e.periodKey === key), 'the body did not run').toEqual([]);
     // The next period runs on time.
-    await waitFor('the next period to run', () => starts(ws).some((e) => Date.parse(e.scheduledAt) === instant + 10_000), 20_000);
+    await waitFor('the next period to run', () => starts(ws).some((e) => Date.parse(e.scheduledAt) === instant + 5000), 20_000);
     expect(await d.stop('SIGTERM')).toBe(0);
   });
 

@@ -5,7 +5,7 @@
  */
 import { spawn } from 'node:child_process';
 import { rmSync, writeFileSync } from 'node:fs';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { BIN, Daemon, cleanEnv, runCli, type CliResult } from '../helpers/cli.js';
 import { createMariaDb, type TestDatabase } from '../helpers/databases.js';
 import { jobSource, type Effect } from '../helpers/job-sources.js';
@@ -74,7 +74,13 @@ function project(options?: ConstructorParameters<typeof Project>[0]): Project {
   projects.push(p);
   return p;
 }
+// A few cases run side by side (it.concurrent below) and share this list: clean up once none runs.
+let running = 0;
+beforeEach(() => {
+  running++;
+});
 afterEach(async () => {
+  if (--running > 0) return;
   for (const p of projects.splice(0)) {
     for (const kill of p.kills.splice(0)) await kill();
     p.ws.cleanup();
@@ -256,87 +262,91 @@ describe('run-once on SQLite', () => {
     expect(runs.map((x) => [x.periodKey, x.attempt, x.status, x.error])).toEqual([[period, 2, 'succeeded', null], [period, 1, 'failed', 'attempt 1 fails']]);
   });
 
-  it('a pass runs a retry left owed by a daemon that was killed after the failure, once', async () => {
-    const p = project();
-    const at = secondsAhead(4000);
-    p.job('retry-me.mjs', `schedule: '${onceAt(at)}', retries: 1, retryDelay: '3s',`, `if (ctx.attempt === 1) throw new Error('attempt 1 fails');`);
-    const d = await daemonFor(p, 'daemon', 'retry-me', at);
-    await waitForLog(d, 'attempt 1 to fail and owe attempt 2', 'next attempt owed (pending)', 15_000);
-    await d.stop('SIGKILL');
-    const key = `retry-me@${at.toISOString()}`;
-    const before = await p.history('retry-me');
-    expect(before.map((x) => [x.periodKey, x.attempt, x.status, x.nodeId])).toEqual([[key, 2, 'pending', 'daemon'], [key, 1, 'failed', 'daemon']]);
+  // Three cases that mostly wait (for a retry's delay, a lease, missed periods) side by side: each
+  // has its own project; the daemons' periods 5 s ahead leave room for a start beside the others.
+  describe('waiting cases', () => {
+    it.concurrent('a pass runs a retry left owed by a daemon that was killed after the failure, once', async () => {
+      const p = project();
+      const at = secondsAhead(5000);
+      p.job('retry-me.mjs', `schedule: '${onceAt(at)}', retries: 1, retryDelay: '3s',`, `if (ctx.attempt === 1) throw new Error('attempt 1 fails');`);
+      const d = await daemonFor(p, 'daemon', 'retry-me', at);
+      await waitForLog(d, 'attempt 1 to fail and owe attempt 2', 'next attempt owed (pending)', 15_000);
+      await d.stop('SIGKILL');
+      const key = `retry-me@${at.toISOString()}`;
+      const before = await p.history('retry-me');
+      expect(before.map((x) => [x.periodKey, x.attempt, x.status, x.nodeId])).toEqual([[key, 2, 'pending', 'daemon'], [key, 1, 'failed', 'daemon']]);
 
-    // Owed is not due yet: wait for its runAt, then one pass.
-    await sleepMs(new Date(before[0]!.runAt!).getTime() - Date.now() + 100);
-    const r = await p.cli(['run-once', '--node-id', 'pass']);
-    expectCode(r, 0);
-    expect(p.effects().map((e) => [e.periodKey, e.attempt, e.nodeId])).toEqual([[key, 1, 'daemon'], [key, 2, 'pass']]);
-    const after = await p.history('retry-me');
-    expect(after.map((x) => [x.attempt, x.status, x.nodeId])).toEqual([[2, 'succeeded', 'pass'], [1, 'failed', 'daemon']]);
-    expectCode(await p.cli(['run-once', '--node-id', 'again']), 0);
-    expect(p.effects()).toHaveLength(2);
-  });
+      // Owed is not due yet: wait for its runAt, then one pass.
+      await sleepMs(new Date(before[0]!.runAt!).getTime() - Date.now() + 100);
+      const r = await p.cli(['run-once', '--node-id', 'pass']);
+      expectCode(r, 0);
+      expect(p.effects().map((e) => [e.periodKey, e.attempt, e.nodeId])).toEqual([[key, 1, 'daemon'], [key, 2, 'pass']]);
+      const after = await p.history('retry-me');
+      expect(after.map((x) => [x.attempt, x.status, x.nodeId])).toEqual([[2, 'succeeded', 'pass'], [1, 'failed', 'daemon']]);
+      expectCode(await p.cli(['run-once', '--node-id', 'again']), 0);
+      expect(p.effects()).toHaveLength(2);
+    });
 
-  it('a pass takes over the running attempt of a daemon killed mid-run once its lease expired, and runs attempt 2', async () => {
-    const p = project();
-    const at = secondsAhead(4000);
-    p.job('hang.mjs', `schedule: '${onceAt(at)}', lockTtl: '2s',`, `if (ctx.attempt === 1) await sleep(ctx, 60000); return 'attempt ' + ctx.attempt;`);
-    const d = await daemonFor(p, 'daemon', 'hang', at);
-    await waitFor('attempt 1 to start', () => p.effects().length > 0, 15_000);
-    await d.stop('SIGKILL');
-    const key = `hang@${at.toISOString()}`;
-    expect((await p.history('hang')).map((x) => [x.periodKey, x.attempt, x.status])).toEqual([[key, 1, 'running']]);
+    it.concurrent('a pass takes over the running attempt of a daemon killed mid-run once its lease expired, and runs attempt 2', async () => {
+      const p = project();
+      const at = secondsAhead(5000);
+      p.job('hang.mjs', `schedule: '${onceAt(at)}', lockTtl: '2s',`, `if (ctx.attempt === 1) await sleep(ctx, 60000); return 'attempt ' + ctx.attempt;`);
+      const d = await daemonFor(p, 'daemon', 'hang', at);
+      await waitFor('attempt 1 to start', () => p.effects().length > 0, 15_000);
+      await d.stop('SIGKILL');
+      const key = `hang@${at.toISOString()}`;
+      expect((await p.history('hang')).map((x) => [x.periodKey, x.attempt, x.status])).toEqual([[key, 1, 'running']]);
 
-    await sleepMs(2500); // past lockTtl since the last heartbeat
-    const r = await p.cli(['run-once', '--node-id', 'pass']);
-    expectCode(r, 0);
-    expect(p.effects().map((e) => [e.periodKey, e.attempt, e.nodeId])).toEqual([[key, 1, 'daemon'], [key, 2, 'pass']]);
-    const runs = await p.history('hang');
-    expect(runs.map((x) => [x.attempt, x.status, x.nodeId, x.result])).toEqual([[2, 'succeeded', 'pass', 'attempt 2'], [1, 'abandoned', 'daemon', null]]);
-    expect(runs[1]!.error ?? runs[1]!.reason ?? '').toMatch(/lease expired/);
-  });
+      await sleepMs(2500); // past lockTtl since the last heartbeat
+      const r = await p.cli(['run-once', '--node-id', 'pass']);
+      expectCode(r, 0);
+      expect(p.effects().map((e) => [e.periodKey, e.attempt, e.nodeId])).toEqual([[key, 1, 'daemon'], [key, 2, 'pass']]);
+      const runs = await p.history('hang');
+      expect(runs.map((x) => [x.attempt, x.status, x.nodeId, x.result])).toEqual([[2, 'succeeded', 'pass', 'attempt 2'], [1, 'abandoned', 'daemon', null]]);
+      expect(runs[1]!.error ?? runs[1]!.reason ?? '').toMatch(/lease expired/);
+    });
 
-  it("missed periods: older than catchUp recorded skipped ('missed') and counted once by two passes at the same moment; the recent ones coalesced", async () => {
-    const p = project();
-    p.job('tick.mjs', `schedule: '* * * * * *', catchUp: '3s',`);
-    expectCode(await p.cli(['run-once', '--node-id', 'anchor']), 0);
-    const anchored = p.effects();
-    expect(anchored).toHaveLength(1);
-    const anchorRows = await p.history();
-    const anchorEnd = Math.max(...anchorRows.map((x) => new Date(x.scheduledAt).getTime()));
+    it.concurrent("missed periods: older than catchUp recorded skipped ('missed') and counted once by two passes at the same moment; the recent ones coalesced", async () => {
+      const p = project();
+      p.job('tick.mjs', `schedule: '* * * * * *', catchUp: '3s',`);
+      expectCode(await p.cli(['run-once', '--node-id', 'anchor']), 0);
+      const anchored = p.effects();
+      expect(anchored).toHaveLength(1);
+      const anchorRows = await p.history();
+      const anchorEnd = Math.max(...anchorRows.map((x) => new Date(x.scheduledAt).getTime()));
 
-    await sleepMs(8000);
-    const start = Date.now();
-    const [a, b] = await Promise.all([p.cli(['run-once', '--node-id', 'pass-a']), p.cli(['run-once', '--node-id', 'pass-b'])]);
-    const end = Date.now();
-    expectCode(a, 0);
-    expectCode(b, 0);
+      await sleepMs(8000);
+      const start = Date.now();
+      const [a, b] = await Promise.all([p.cli(['run-once', '--node-id', 'pass-a']), p.cli(['run-once', '--node-id', 'pass-b'])]);
+      const end = Date.now();
+      expectCode(a, 0);
+      expectCode(b, 0);
 
-    const runs = await p.history();
-    expect(duplicates(runs.map((x) => x.periodKey)), 'periods with two rows').toEqual([]);
-    expect(duplicates(p.effects().map((e) => e.periodKey)), 'periods whose body ran twice').toEqual([]);
-    const later = runs.filter((x) => new Date(x.scheduledAt).getTime() > anchorEnd).sort((x, y) => x.scheduledAt.localeCompare(y.scheduledAt));
-    // No gap: every period after the anchor up to the passes' start has a row.
-    for (let t = anchorEnd + 1000; t < start - 1000; t += 1000) {
-      expect(later.map((x) => x.scheduledAt), 'a period without a row').toContain(new Date(t).toISOString());
-    }
-    const missed = later.filter((x) => x.status === 'skipped' && x.reason === 'missed');
-    const recent = later.filter((x) => !(x.status === 'skipped' && x.reason === 'missed'));
-    expect(missed.length).toBeGreaterThanOrEqual(3);
-    expect(missed.every((x) => new Date(x.scheduledAt).getTime() < end - 3000)).toBe(true);
-    expect(recent.every((x) => new Date(x.scheduledAt).getTime() >= start - 4000)).toBe(true);
-    expect(later.slice(0, missed.length), 'the missed periods are the oldest').toEqual(missed);
-    // Counted once: the passes' warnings add up to the rows.
-    const counted = [...logLines(a.stderr), ...logLines(b.stderr)].filter((l) => String(l.msg).includes('recorded skipped (missed)')).reduce((n, l) => n + Number(l.missed), 0);
-    expect(counted).toBe(missed.length);
-    // coalesce (the default): of the recent periods only the latest each pass saw ran, the others were coalesced.
-    expect(recent.every((x) => x.status === 'succeeded' || (x.status === 'skipped' && x.reason === 'coalesced')), JSON.stringify(recent)).toBe(true);
-    const ran = recent.filter((x) => x.status === 'succeeded');
-    expect(ran.length).toBeGreaterThanOrEqual(1);
-    expect(ran.length).toBeLessThanOrEqual(2);
-    expect(recent[recent.length - 1]!.status).toBe('succeeded');
-    expect(p.effects().slice(1).map((e) => e.periodKey).sort()).toEqual(ran.map((x) => x.periodKey).sort());
+      const runs = await p.history();
+      expect(duplicates(runs.map((x) => x.periodKey)), 'periods with two rows').toEqual([]);
+      expect(duplicates(p.effects().map((e) => e.periodKey)), 'periods whose body ran twice').toEqual([]);
+      const later = runs.filter((x) => new Date(x.scheduledAt).getTime() > anchorEnd).sort((x, y) => x.scheduledAt.localeCompare(y.scheduledAt));
+      // No gap: every period after the anchor up to the passes' start has a row.
+      for (let t = anchorEnd + 1000; t < start - 1000; t += 1000) {
+        expect(later.map((x) => x.scheduledAt), 'a period without a row').toContain(new Date(t).toISOString());
+      }
+      const missed = later.filter((x) => x.status === 'skipped' && x.reason === 'missed');
+      const recent = later.filter((x) => !(x.status === 'skipped' && x.reason === 'missed'));
+      expect(missed.length).toBeGreaterThanOrEqual(3);
+      expect(missed.every((x) => new Date(x.scheduledAt).getTime() < end - 3000)).toBe(true);
+      expect(recent.every((x) => new Date(x.scheduledAt).getTime() >= start - 4000)).toBe(true);
+      expect(later.slice(0, missed.length), 'the missed periods are the oldest').toEqual(missed);
+      // Counted once: the passes' warnings add up to the rows.
+      const counted = [...logLines(a.stderr), ...logLines(b.stderr)].filter((l) => String(l.msg).includes('recorded skipped (missed)')).reduce((n, l) => n + Number(l.missed), 0);
+      expect(counted).toBe(missed.length);
+      // coalesce (the default): of the recent periods only the latest each pass saw ran, the others were coalesced.
+      expect(recent.every((x) => x.status === 'succeeded' || (x.status === 'skipped' && x.reason === 'coalesced')), JSON.stringify(recent)).toBe(true);
+      const ran = recent.filter((x) => x.status === 'succeeded');
+      expect(ran.length).toBeGreaterThanOrEqual(1);
+      expect(ran.length).toBeLessThanOrEqual(2);
+      expect(recent[recent.length - 1]!.status).toBe('succeeded');
+      expect(p.effects().slice(1).map((e) => e.periodKey).sort()).toEqual(ran.map((x) => x.periodKey).sort());
+    });
   });
 
   it('a manual run of a new job before its first pass does not hide its due period: the pass still runs it', async () => {

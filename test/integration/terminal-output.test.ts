@@ -6,7 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import { BIN, Daemon } from '../helpers/cli.js';
 import { jobSource } from '../helpers/job-sources.js';
-import { freePort, waitFor } from '../helpers/redis.js';
+import { waitFor } from '../helpers/redis.js';
 import { singleNode } from '../helpers/single-node.js';
 import { waitForLog } from './cluster-scenario.js';
 
@@ -23,19 +23,35 @@ describe.concurrent('daemon output', () => {
     const ws = workspace();
     ws.writeJob('shanghai-tick.mjs', jobSource(`schedule: '*/2 * * * * *', timezone: 'Asia/Shanghai', catchUp: '1s',`, `return 1;`));
     ws.writeJob('always-fails.mjs', jobSource(`schedule: '*/2 * * * * *', catchUp: '1s',`, `throw new Error('no luck today');`));
-    const port = await freePort();
+    // Port 0: the kernel picks a free port when the daemon binds (a port from freePort() may be taken
+    // by another process of the machine before the daemon binds it); the summary shows the real one.
     // `script` gives the daemon a terminal for stdout; it ends the daemon when it is signalled.
     const shell = `exec script -qfec "${process.execPath} ${BIN} $*" /dev/null`;
-    const d = new Daemon([], { cwd: ws.dir, env: envOf(ws, { SCHEDULER_HTTP: `127.0.0.1:${port}`, NO_COLOR: '1' }), command: ['sh', '-c', shell, 'sh'] });
+    const d = new Daemon([], { cwd: ws.dir, env: envOf(ws, { SCHEDULER_HTTP: '127.0.0.1:0', NO_COLOR: '1' }), command: ['sh', '-c', shell, 'sh'] });
     cleanup(async () => {
       await d.stop('SIGTERM', 10_000);
     });
     const text = () => d.output.replace(/\r/g, '');
-    const runLine = await waitFor('a run line of each job', () => {
-      const ok = /^\d\d:\d\d:\d\d ✓ shanghai-tick {2}(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) Asia\/Shanghai {2}succeeded {2}\d+ms$/m.exec(text());
-      const failed = /^\d\d:\d\d:\d\d ✗ always-fails {2}\S+ \S+ UTC {2}failed {2}\d+ms: no luck today$/m.test(text());
-      return ok && failed ? ok : false;
-    }, 60_000);
+    // What the daemon printed, for a failure message: a timeout alone says nothing of why.
+    const explain = () => `exit code ${String(d.proc.exitCode)}${d.proc.signalCode ? ` (signal ${d.proc.signalCode})` : ''}; stderr: ${d.errors.slice(-1500) || '(none)'}; output tail:\n${text().slice(-3000) || '(none)'}`;
+    // A run line: time, mark, job, period, status, duration (`850ms`, or `1.2s` for a slow run), then
+    // any notes (`(catch-up)`, `(attempt 2)`) and, for a failure, the error.
+    const dur = String.raw`(?:\d+ms|\d+\.\ds)`;
+    const okLine = new RegExp(String.raw`^\d\d:\d\d:\d\d ✓ shanghai-tick {2}(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) Asia\/Shanghai {2}succeeded {2}${dur}(?: {2}\([^)]*\))?$`, 'm');
+    const failedLine = new RegExp(String.raw`^\d\d:\d\d:\d\d ✗ always-fails {2}\S+ \S+ UTC {2}failed {2}${dur}(?: {2}\([^)]*\))?: no luck today$`, 'm');
+    let runLine: RegExpExecArray;
+    try {
+      runLine = await waitFor('a run line of each job', () => {
+        if (d.proc.exitCode !== null || d.proc.signalCode !== null) return 'exited' as const;
+        const ok = okLine.exec(text());
+        return ok && failedLine.test(text()) ? ok : false;
+      }, 60_000).then((r) => {
+        if (r === 'exited') throw new Error('the daemon (under script) exited before printing a run line of each job');
+        return r;
+      });
+    } catch (err) {
+      throw new Error(`${(err as Error).message}; ${explain()}`);
+    }
     // The period is shown in Shanghai's wall-clock time: the body saw the same period in UTC.
     const periods = ws.records<{ job: string; scheduledAt: string }>('effects.jsonl').filter((e) => e.job === 'shanghai-tick').map((e) => shanghai(e.scheduledAt));
     expect(periods).toContain(runLine[1]);
@@ -47,7 +63,7 @@ describe.concurrent('daemon output', () => {
       `store:       SQLite ${ws.path('scheduler.db')}`,
       'redis:       none (claims rest on the run row)',
       `jobs:        2 jobs in ${ws.jobsDir}`,
-      `status page: http://127.0.0.1:${port}/`,
+      expect.stringMatching(/^status page: http:\/\/127\.0\.0\.1:[1-9]\d*\/$/),
     ]);
     // Neither the configuration dump nor the per-run info lines, and every line is one line.
     for (const gone of ['daemon starting', 'scheduler started', 'run started', 'run succeeded', 'run failed', '"gracePeriodMs"']) expect(text(), gone).not.toContain(gone);

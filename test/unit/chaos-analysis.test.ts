@@ -4,7 +4,7 @@
  * the shutdown's deadline (stopped while the store was away: the README's known limit).
  */
 import { describe, expect, it } from 'vitest';
-import { analyse, CHAOS_JOBS, outcomesGivenUp } from '../../bench/chaos-lib.mjs';
+import { analyse, CHAOS_JOBS, outcomesGivenUp, planFaults } from '../../bench/chaos-lib.mjs';
 
 const t = Date.parse('2026-12-01T16:11:55.000Z');
 const key = 'slow@2026-12-01T16:11:55.000Z';
@@ -36,5 +36,20 @@ describe('chaos analysis: an end record whose row was abandoned', () => {
     ]);
     expect([...gaveUp]).toEqual([`${key}#1`]);
     expect(analyse({ ...history, gaveUp }).violations['history-mismatch']).toBeUndefined();
+  });
+});
+
+describe('chaos plan: everyKind (the test soak\'s 45 s)', () => {
+  it('plans every fault kind within 45 s, whatever the seed', () => {
+    const kinds = ['kill9', 'pause', 'term', 'redis', 'store'];
+    for (let seed = 0; seed < 2000; seed++) {
+      const plan = planFaults(seed, 45_000, { everyKind: true });
+      expect(kinds.filter((k) => !plan.some((f) => f.kind === k)), `seed ${seed}`).toEqual([]);
+      expect(plan.every((f) => f.at < 43_000), `seed ${seed}: a fault too late in the phase`).toBe(true);
+    }
+  });
+
+  it('leaves the plan of a seed without everyKind as it was (replays of older seeds)', () => {
+    expect(planFaults(7, 60_000).map((f) => f.kind)).toEqual(planFaults(7, 60_000, { everyKind: false }).map((f) => f.kind));
   });
 });
