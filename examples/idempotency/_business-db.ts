@@ -53,19 +53,13 @@ export function isUniqueViolation(err: unknown): boolean {
 /** The examples' tables. Several nodes may start at once: a table another node just created is fine. */
 export async function createTables(db: Knex): Promise<void> {
   const tables: Array<[string, (t: Knex.CreateTableBuilder) => void]> = [
-    // order-delivery: the orders to deliver, and the carrier's shipments (the effect that must not repeat).
+    // order-delivery: the orders to deliver (the carrier keeps its own records, see order-delivery.ts).
     ['orders', (t) => {
       t.string('id', 64).primary();
       t.string('address', 200).notNullable();
       t.integer('cents').notNullable();
       t.string('status', 16).notNullable(); // paid -> delivered
       t.string('tracking', 64).nullable();
-    }],
-    ['shipments', (t) => {
-      t.increments('id').primary();
-      t.string('order_id', 64).notNullable(); // no unique key: the carrier's API does not dedupe
-      t.string('tracking', 64).notNullable();
-      t.string('run_id', 64).notNullable();
     }],
     // settle-business-day: payments, and one settlement per business day (the day is the key).
     ['payments', (t) => {

@@ -8,21 +8,29 @@
 // run, attempt or node, gets the stored tracking number back without calling the carrier again. The
 // fingerprint (address and amount) refuses a reused key for a different delivery.
 //
-// The carrier here is a stand-in (a row in `shipments`, after EXAMPLE_CARRIER_MS, default 50 ms);
-// replace ship() with your client, and pass it ctx.signal as you would to fetch().
+// The carrier here is a stand-in for a remote API: it answers after EXAMPLE_CARRIER_MS (default
+// 50 ms) and records each shipment it accepted as one line of its own log (CARRIER_LOG, default
+// ./data/examples/carrier.jsonl), outside your database, as a real carrier keeps its own records.
+// Replace ship() with your client, and pass it the signal as you would to fetch().
 import { createHash, randomUUID } from 'node:crypto';
+import { appendFileSync, mkdirSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Knex } from 'knex';
-import { defineJob } from 'cluster-cron';
+import { defineJob, type JobContext } from 'cluster-cron';
 import { businessDb } from './_business-db.ts';
 
 interface Order { id: string; address: string; cents: number; status: string }
 
-async function ship(db: Knex, order: Order, runId: string, signal: AbortSignal): Promise<{ tracking: string }> {
+async function ship(order: Order, ctx: JobContext, signal: AbortSignal): Promise<{ tracking: string }> {
+  ctx.log.info({ order: order.id }, 'calling the carrier');
   await sleep(Number(process.env.EXAMPLE_CARRIER_MS ?? 50), undefined, { signal });
-  signal.throwIfAborted(); // a node that lost its lease must not reach the carrier
+  // Right before the irreversible call: reading the signal proves the lease then and there, so a
+  // node that paused past its lease (and whose key the next caller may take) does not ship.
+  signal.throwIfAborted();
   const tracking = `TRK-${randomUUID().slice(0, 8)}`;
-  await db('shipments').insert({ order_id: order.id, tracking, run_id: runId });
+  const log = resolve(process.env.CARRIER_LOG || 'data/examples/carrier.jsonl');
+  mkdirSync(dirname(log), { recursive: true });
+  appendFileSync(log, `${JSON.stringify({ order: order.id, address: order.address, tracking, runId: ctx.runId, node: ctx.nodeId })}\n`);
   return { tracking };
 }
 
@@ -44,7 +52,7 @@ export default defineJob({
     for (const order of orders) {
       ctx.signal.throwIfAborted();
       const fingerprint = createHash('sha256').update(`${order.address}|${order.cents}`).digest('hex');
-      const delivery = await ctx.once.detailed(`order_delivery:${order.id}`, ({ signal }) => ship(db, order, ctx.runId, signal), { fingerprint, ttl: '30d' });
+      const delivery = await ctx.once.detailed(`order_delivery:${order.id}`, ({ signal }) => ship(order, ctx, signal), { fingerprint, ttl: '30d' });
       if (delivery.replayed) replayed += 1;
       else shipped += 1;
       if (ctx.dryRun) continue;
