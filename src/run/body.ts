@@ -46,6 +46,8 @@ export interface BodyRun {
   onceStore?: OnceStore;
   /** Where ctx.once's calls are counted. */
   events?: SchedulerObserver;
+  /** The self-fence's deadline (monotonicMs), shared with a worker body so that reading its signal checks it. */
+  leaseDeadline?: Float64Array;
 }
 
 /** The store's part of ctx.once for this attempt (a worker body reaches it through messages). */
@@ -77,7 +79,10 @@ export async function runBody(b: BodyRun): Promise<RunOutcome> {
   log.info({ trigger: run.trigger, scheduledAt: run.scheduledAt.toISOString(), ...(job.command ? { isolation: 'process' } : isolation === 'worker' ? { isolation } : {}) }, 'run started');
   const settled = job.command ? inCommand(b) : isolation === 'worker' ? inWorker(b) : inline(b);
   // A body that ignores its signal is not waited for: the outcome is recorded when the signal fires.
-  const first = await Promise.race([settled, aborted]);
+  let first: Settled | { kind: 'aborted'; reason: AbortReason } = await Promise.race([settled, aborted]);
+  // A body that failed because it found its lease lost (a worker body's own read of its signal, before
+  // this thread's fence has run) ends as the abort ends it.
+  if (first.kind === 'error' && controller.signal.aborted) first = { kind: 'aborted', reason: controller.signal.reason as AbortReason };
   if (timer) clearTimeout(timer);
   if (first.kind === 'aborted') {
     let late: Settled | undefined;
@@ -174,6 +179,7 @@ async function inWorker(b: BodyRun): Promise<Settled> {
       shard: { index: run.shard, count: job.shards ?? 1 },
       log: { level: b.log.level, bindings: b.log.bindings() },
       maxResultBytes: b.maxResultBytes,
+      ...(b.leaseDeadline ? { leaseDeadline: b.leaseDeadline } : {}),
     },
     log: b.log,
     signal: b.controller.signal,

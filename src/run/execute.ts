@@ -17,6 +17,7 @@ import { LoopWatchdog } from './isolation/watchdog.js';
 import { STATUS_ON_ABORT } from './body.js';
 import { DEFAULT_MAX_RESULT_BYTES } from './outcome.js';
 import { noEvents, type SchedulerObserver } from '../events/events.js';
+import { checkOnRead, monotonicMs } from './lease-proof.js';
 
 export interface AttemptResult {
   job: string;
@@ -72,29 +73,6 @@ export interface ExecutorOptions {
 function notStarted(reason: AbortReason): RunOutcome {
   const what = reason === 'shutdown' ? 'interrupted by shutdown before it started' : reason === 'lease-lost' ? 'lease lost before it started' : 'timed out before it started';
   return { status: STATUS_ON_ABORT[reason] ?? 'failed', error: what, reason };
-}
-
-const abortedOf = Object.getOwnPropertyDescriptor(AbortSignal.prototype, 'aborted')!.get!;
-const throwIfAbortedOf = AbortSignal.prototype.throwIfAborted;
-
-/**
- * Makes `signal.aborted` and `signal.throwIfAborted()` of this one signal run `check` first (which
- * may abort it, synchronously). Listeners, `reason` and the platform's own use of the signal are
- * untouched; a read from inside `check` sees the plain value.
- */
-export function checkOnRead(signal: AbortSignal, check: () => void): void {
-  let checking = false;
-  const run = () => {
-    if (checking) return;
-    checking = true;
-    try {
-      check();
-    } finally {
-      checking = false;
-    }
-  };
-  Object.defineProperty(signal, 'aborted', { configurable: true, enumerable: true, get(this: AbortSignal) { run(); return abortedOf.call(this); } });
-  Object.defineProperty(signal, 'throwIfAborted', { configurable: true, value(this: AbortSignal) { run(); throwIfAbortedOf.call(this); } });
 }
 
 /** How often the self-fencing watchdog looks at the attempts in flight. */
@@ -229,7 +207,7 @@ export class Executor {
     }
     // An attempt aborted before its body began (claimed as the node stopped, or its lease unproven by
     // then) does not start it: it ends as an abort would have ended it.
-    const outcome = controller.signal.aborted ? notStarted(controller.signal.reason as AbortReason) : await this.body(job, run, controller, false, log);
+    const outcome = controller.signal.aborted ? notStarted(controller.signal.reason as AbortReason) : await this.body(job, run, controller, false, log, keeper.deadline);
     const ended = performance.now();
     keeper.bodyDone();
     let written;
@@ -256,7 +234,7 @@ export class Executor {
     };
   }
 
-  private async body(job: Job, run: RunRecord, controller: AbortController, dryRun: boolean, log?: Logger): Promise<RunOutcome> {
+  private async body(job: Job, run: RunRecord, controller: AbortController, dryRun: boolean, log?: Logger, leaseDeadline?: Float64Array): Promise<RunOutcome> {
     const childLog = log ?? this.log.child({ job: job.name, periodKey: run.periodKey, runId: run.id, attempt: run.attempt, dryRun });
     this.watchdog ??= new LoopWatchdog(this.log);
     return runBody({
@@ -264,7 +242,7 @@ export class Executor {
       maxResultBytes: this.options.maxResultBytes ?? DEFAULT_MAX_RESULT_BYTES, workerGraceMs: this.options.workerGraceMs,
       // A self-fenced attempt aborts fenceMargin before its lease can run out in the store: its worker must be gone by then.
       leaseLostGraceMs: Math.floor(fenceMargin(job.lockTtlMs) / 2),
-      onceStore: this.options.onceStore, events: this.events,
+      onceStore: this.options.onceStore, events: this.events, leaseDeadline,
     });
   }
 
@@ -273,7 +251,7 @@ export class Executor {
    * (store clock). A row that is no longer this attempt's, or a lock held by someone else, aborts
    * ctx.signal with 'lease-lost'. An unreachable Redis or store is not a loss by itself.
    */
-  private keepLease(job: Job, run: RunRecord, lease: Lease | null, controller: AbortController, log: Logger, claimSentAt: number): { bodyDone(): void; stop(): void } {
+  private keepLease(job: Job, run: RunRecord, lease: Lease | null, controller: AbortController, log: Logger, claimSentAt: number): { deadline: Float64Array; bodyDone(): void; stop(): void } {
     const every = Math.max(200, Math.floor(job.lockTtlMs / 3));
     let timer: NodeJS.Timeout | undefined;
     let stopped = false;
@@ -284,6 +262,12 @@ export class Executor {
     // confirmed + lease - margin aborts before the store can give the lease to another node.
     let confirmedAt = claimSentAt;
     const fenceAfter = job.lockTtlMs - fenceMargin(job.lockTtlMs);
+    // The same deadline for a worker body's own check of its signal, on the process-wide monotonic clock.
+    const deadline = new Float64Array(new SharedArrayBuffer(Float64Array.BYTES_PER_ELEMENT));
+    const share = () => {
+      deadline[0] = monotonicMs() + (confirmedAt + fenceAfter - performance.now());
+    };
+    share();
     const fence = () => {
       if (stopped || bodyDone || controller.signal.aborted) return;
       const silent = performance.now() - confirmedAt;
@@ -305,7 +289,10 @@ export class Executor {
           lease ? lease.extend(job.lockTtlMs) : Promise.resolve('ok' as const),
           // The row's answer confirms the lease as soon as it comes, whatever Redis takes to answer.
           this.store.heartbeat(run.id, this.nodeId, job.lockTtlMs).then((owned) => {
-            if (owned && !stopped) confirmedAt = Math.max(confirmedAt, began);
+            if (owned && !stopped) {
+              confirmedAt = Math.max(confirmedAt, began);
+              share();
+            }
             return owned;
           }, (err: unknown) => {
             if (err instanceof StoreUnavailableError) return 'unavailable' as const;
@@ -337,6 +324,7 @@ export class Executor {
     timer = setTimeout(() => void beat(), Math.max(0, every - (performance.now() - claimSentAt)));
     timer.unref();
     return {
+      deadline,
       bodyDone: () => {
         bodyDone = true;
       },

@@ -25,6 +25,8 @@ export interface WorkerStart {
   /** ctx.log: a pino logger at this level with these bindings (the parent's run logger's). */
   log: { level: string; bindings: Record<string, unknown> };
   maxResultBytes: number;
+  /** The parent's self-fence deadline (monotonicMs, a SharedArrayBuffer the parent moves with each confirmed heartbeat). */
+  leaseDeadline?: Float64Array;
 }
 
 export type ToWorker =

@@ -18,6 +18,7 @@ import { describeThrown, serialiseResult } from '../outcome.js';
 import type { FromWorker, ToWorker, WorkerStart } from './protocol.js';
 import { fromWire } from '../../once/errors.js';
 import { makeOnce, type OnceAcquired, type OnceBackend } from '../../once/once.js';
+import { checkAgainstDeadline } from '../lease-proof.js';
 
 const inThread = !isMainThread && parentPort !== null;
 
@@ -71,6 +72,9 @@ if (inThread) {
 }
 
 async function run(start: WorkerStart): Promise<void> {
+  // Reading ctx.signal checks the parent's self-fence deadline here too (after a pause, this thread's
+  // timers may run before the parent's fence has told it).
+  checkAgainstDeadline(controller, start.leaseDeadline);
   const log = pino(loggerOptions(start.log.level, start.log.bindings), {
     write(line: string) {
       send({ type: 'log', line });
