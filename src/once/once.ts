@@ -20,15 +20,17 @@ import { OnceFailedError, OnceFencedError, OnceFingerprintMismatchError, OnceInP
 
 /** How long a caller waits for a live holder of the key by default. */
 export const DEFAULT_ONCE_WAIT_MS = 5000;
-/** How long a key is kept by default (from its last write); then it counts as absent and is pruned. */
+/** How long a key is kept by default (from when it was last taken; storing the result does not extend it); then it counts as absent and is pruned. */
 export const DEFAULT_ONCE_TTL_MS = 30 * 86_400_000;
 /** How long a result write is tried again while the store does not answer (the lease is kept meanwhile). */
 const SETTLE_RETRY_MS = 30_000;
+/** The pause between those tries. */
+const SETTLE_RETRY_EVERY_MS = 200;
 
 export interface OnceOptions {
   /** How long to wait for another live attempt that holds the key (duration; default 5s). Then OnceInProgressError. */
   wait?: number | string;
-  /** How long the key is kept after its last write (duration; default 30d). */
+  /** How long the key is kept after it was taken (duration; default 30d; storing the result does not extend it). */
   ttl?: number | string;
   /** E.g. a hash of the payload: the same key with another fingerprint is refused (OnceFingerprintMismatchError). */
   fingerprint?: string;
@@ -228,7 +230,9 @@ export class StoreOnceBackend implements OnceBackend {
         // fn has done its work: losing its result would run it again. Tried again while the lease holds.
         if (err instanceof StoreUnavailableError && performance.now() < until && !(signal.aborted && signal.reason === 'lease-lost')) {
           log.warn({ onceKey: key, err: { message: errorMessage(err) } }, 'ctx.once: the store did not take the result; trying again');
-          await sleep(200, signal);
+          // Not cut short by the signal: after a timeout or a shutdown it is aborted already, and the
+          // tries would follow each other with no pause (a lease-lost abort is seen at the next turn).
+          await new Promise((r) => setTimeout(r, SETTLE_RETRY_EVERY_MS));
           continue;
         }
         throw err;
