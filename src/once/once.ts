@@ -110,6 +110,9 @@ export function makeOnce(job: string, backend: OnceBackend, signal: AbortSignal,
 
 const parse = (json: string | null): unknown => (json === null ? undefined : JSON.parse(json));
 
+/** Half of a surrogate pair without its other half: not encodable as UTF-8. */
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
 /** The call's input, checked before anything is read or written: one line naming the job and the key. */
 function checkInput(job: string, key: unknown, fn: unknown, options: OnceOptions | undefined): OnceRequest {
   const where = typeof key === 'string' && key !== '' ? `ctx.once('${key.length > 60 ? `${key.slice(0, 60)}…` : key}') in job '${job}'` : `ctx.once in job '${job}'`;
@@ -118,6 +121,8 @@ function checkInput(job: string, key: unknown, fn: unknown, options: OnceOptions
   const length = [...key].length;
   if (length > ONCE_KEY_MAX) throw new OnceInputError(key, `${where}: the key is ${length} characters long, over the ${ONCE_KEY_MAX} the store keeps; hash the variable part`);
   if (key.includes('\u0000')) throw new OnceInputError(key, `${where}: the key contains a NUL character`);
+  // The drivers send a lone surrogate as U+FFFD: two such keys would be one key in the store.
+  if (LONE_SURROGATE.test(key)) throw new OnceInputError(key, `${where}: the key contains a lone UTF-16 surrogate (half of a character, e.g. from slicing a string): the store would keep U+FFFD instead`);
   if (typeof fn !== 'function') throw new OnceInputError(key, `${where}: fn must be a function, got ${fn === null ? 'null' : typeof fn}`);
   if (options !== undefined && (options === null || typeof options !== 'object')) throw new OnceInputError(key, `${where}: options must be an object`);
   const o = options ?? {};
@@ -131,8 +136,8 @@ function checkInput(job: string, key: unknown, fn: unknown, options: OnceOptions
   const ttlMs = duration('ttl', DEFAULT_ONCE_TTL_MS, 1000);
   let fingerprint: string | null = null;
   if (o.fingerprint !== undefined) {
-    if (typeof o.fingerprint !== 'string' || o.fingerprint === '' || [...o.fingerprint].length > ONCE_FINGERPRINT_MAX || o.fingerprint.includes('\u0000')) {
-      throw new OnceInputError(key, `${where}: options.fingerprint must be a non-empty string of at most ${ONCE_FINGERPRINT_MAX} characters`);
+    if (typeof o.fingerprint !== 'string' || o.fingerprint === '' || [...o.fingerprint].length > ONCE_FINGERPRINT_MAX || o.fingerprint.includes('\u0000') || LONE_SURROGATE.test(o.fingerprint)) {
+      throw new OnceInputError(key, `${where}: options.fingerprint must be a non-empty string of at most ${ONCE_FINGERPRINT_MAX} characters (no NUL, no lone surrogate)`);
     }
     fingerprint = o.fingerprint;
   }
