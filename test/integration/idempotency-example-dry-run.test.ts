@@ -1,5 +1,5 @@
 /**
- * examples/idempotency/order-delivery.ts under `run-once --dry-run`, as a user tries it first: ctx.once
+ * examples/idempotency/order-delivery.ts (and import-events.ts) under `run-once --dry-run`, as a user tries it first: ctx.once
  * stores no key, and runs fn for the keys not stored yet, so the example's fn must not ship. Counted
  * from the carrier's own log (the side effect), and from the orders left paid.
  */
@@ -20,8 +20,8 @@ afterAll(() => {
   ws.cleanup();
 });
 
-describe('the order-delivery example under --dry-run', () => {
-  it('ships nothing and marks nothing delivered', async () => {
+describe('the idempotency examples under --dry-run', () => {
+  it('order-delivery ships nothing and marks nothing delivered; import-events writes nothing', async () => {
     cpSync(join(ROOT, 'examples', 'idempotency'), jobsDir, { recursive: true });
     const business = ws.path('business.db');
     const db = knexFactory({ client: 'better-sqlite3', connection: { filename: business }, useNullAsDefault: true });
@@ -35,6 +35,14 @@ describe('the order-delivery example under --dry-run', () => {
       expect(report.runs.map((x) => [x.status, x.result.orders])).toEqual([['succeeded', 3]]);
       expect(existsSync(ws.path('carrier.jsonl')) ? readFileSync(ws.path('carrier.jsonl'), 'utf8') : '').toBe('');
       expect((await db('orders').where({ status: 'paid' })).length).toBe(3);
+
+      // import-events: the dry run reads the events and writes nothing, not even the checkpoint's row.
+      await db('source_events').insert([1, 2, 3].map((id) => ({ id, customer: 'c1', cents: id })));
+      const imp = await runCli(['run-once', 'import-events', '--dry-run', '--json'], { cwd: ws.dir, env });
+      expect(imp.code, imp.stderr).toBe(0);
+      expect((JSON.parse(imp.stdout) as { runs: Array<{ status: string }> }).runs.map((x) => x.status)).toEqual(['succeeded']);
+      expect(await db('import_checkpoints').select()).toEqual([]);
+      expect(await db('customer_totals').select()).toEqual([]);
     } finally {
       await db.destroy();
     }
