@@ -33,13 +33,14 @@ export default defineJob({
     const db = await businessDb();
     const batchSize = Number(process.env.EXAMPLE_BATCH ?? 100);
     const pauseMs = Number(process.env.EXAMPLE_BATCH_MS ?? 0); // a stand-in for slow work per batch
-    await db('import_checkpoints').insert({ name: CHECKPOINT, last_id: 0 }).onConflict('name').ignore();
+    // (A dry run writes nothing, this row included: it reads as if the checkpoint were at 0.)
+    if (!ctx.dryRun) await db('import_checkpoints').insert({ name: CHECKPOINT, last_id: 0 }).onConflict('name').ignore();
     let batches = 0;
     let events = 0;
     for (;;) {
       ctx.signal.throwIfAborted();
       const done = await db.transaction(async (trx) => {
-        const { last_id: from } = (await trx('import_checkpoints').where({ name: CHECKPOINT }).first()) as { last_id: number };
+        const { last_id: from } = ((await trx('import_checkpoints').where({ name: CHECKPOINT }).first()) ?? { last_id: 0 }) as { last_id: number };
         const rows = (await trx('source_events').where('id', '>', from).orderBy('id').limit(batchSize)) as Array<{ id: number; customer: string; cents: number }>;
         if (rows.length === 0) return null;
         if (ctx.dryRun) return { count: rows.length, dry: true };

@@ -52,7 +52,9 @@ export default defineJob({
     for (const order of orders) {
       ctx.signal.throwIfAborted();
       const fingerprint = createHash('sha256').update(`${order.address}|${order.cents}`).digest('hex');
-      const delivery = await ctx.once.detailed(`order_delivery:${order.id}`, ({ signal }) => ship(order, ctx, signal), { fingerprint, ttl: '30d' });
+      // Under --dry-run ctx.once takes and stores no key, but it still runs fn for a key not stored yet:
+      // fn must then do nothing (no shipment), as the rest of a dry-run body.
+      const delivery = await ctx.once.detailed(`order_delivery:${order.id}`, ({ signal }) => (ctx.dryRun ? { tracking: '(dry run: not shipped)' } : ship(order, ctx, signal)), { fingerprint, ttl: '30d' });
       if (delivery.replayed) replayed += 1;
       else shipped += 1;
       if (ctx.dryRun) continue;

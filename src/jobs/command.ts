@@ -17,6 +17,8 @@ export const COMMAND_FIELDS = ['command', 'killAfter', 'cwd', 'env'] as const;
 /** What every command is started with (variables named so are set by the scheduler). */
 export const RESERVED_ENV_PREFIX = 'SCHEDULER_';
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+/** Stands for an `env` value in a problem line: env holds tokens, and no line ever shows one. */
+export const NOT_SHOWN = Symbol('not shown');
 
 type Bad = (field: string, value: unknown, expected: string) => void;
 
@@ -76,16 +78,16 @@ export function validateCommand(def: Record<string, unknown>, jobFile: string, b
 
   const env: Record<string, string> = {};
   if (def.env !== undefined) {
-    if (def.env === null || typeof def.env !== 'object' || Array.isArray(def.env)) fail('env', def.env, 'an object of variable names to string values');
+    if (def.env === null || typeof def.env !== 'object' || Array.isArray(def.env)) fail('env', NOT_SHOWN, `an object of variable names to string values, not ${def.env === null ? 'null' : Array.isArray(def.env) ? 'an array' : typeof def.env}`);
     else {
       for (const [name, value] of Object.entries(def.env as Record<string, unknown>)) {
-        if (!ENV_NAME.test(name)) fail(`env.${name}`, value, 'a variable name of letters, digits and _ (not starting with a digit)');
-        else if (name.startsWith(RESERVED_ENV_PREFIX)) fail(`env.${name}`, value, `a name not starting with ${RESERVED_ENV_PREFIX} (the scheduler sets those)`);
+        if (!ENV_NAME.test(name)) fail(`env.${name}`, NOT_SHOWN, 'a variable name of letters, digits and _ (not starting with a digit)');
+        else if (name.startsWith(RESERVED_ENV_PREFIX)) fail(`env.${name}`, NOT_SHOWN, `a name not starting with ${RESERVED_ENV_PREFIX} (the scheduler sets those)`);
         else if (typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean') {
           const text = String(value);
-          if (text.includes('\u0000')) fail(`env.${name}`, value, 'a value without NUL characters');
+          if (text.includes('\u0000')) fail(`env.${name}`, NOT_SHOWN, 'a value without NUL characters');
           else env[name] = text;
-        } else fail(`env.${name}`, value, 'a string (or a number or boolean)');
+        } else fail(`env.${name}`, NOT_SHOWN, `a string (or a number or boolean), not ${value === null ? 'null' : Array.isArray(value) ? 'an array' : typeof value}`);
       }
     }
   }

@@ -6,7 +6,7 @@ import { basename, extname } from 'node:path';
 import { compileSchedule, isValidTimezone, type Schedule } from '../time/schedule.js';
 import { parseDuration, DURATION_EXPECTED, formatDuration } from '../time/duration.js';
 import { shortestGapMs } from '../time/jitter.js';
-import { COMMAND_FIELDS, validateCommand } from './command.js';
+import { COMMAND_FIELDS, NOT_SHOWN, validateCommand } from './command.js';
 import { DATA_EXTENSIONS } from './data-file.js';
 import type { CommandSpec, Isolation, Job } from './types.js';
 
@@ -35,6 +35,7 @@ const MIN_LOCK_TTL_MS = 1000;
 export const MAX_SHARDS = 1000;
 
 function show(value: unknown): string {
+  if (value === NOT_SHOWN) return '(value not shown)';
   if (typeof value === 'function') return 'a function';
   if (typeof value === 'string') return JSON.stringify(value);
   try {

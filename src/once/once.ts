@@ -20,15 +20,17 @@ import { OnceFailedError, OnceFencedError, OnceFingerprintMismatchError, OnceInP
 
 /** How long a caller waits for a live holder of the key by default. */
 export const DEFAULT_ONCE_WAIT_MS = 5000;
-/** How long a key is kept by default (from its last write); then it counts as absent and is pruned. */
+/** How long a key is kept by default (from when it was last taken; storing the result does not extend it); then it counts as absent and is pruned. */
 export const DEFAULT_ONCE_TTL_MS = 30 * 86_400_000;
 /** How long a result write is tried again while the store does not answer (the lease is kept meanwhile). */
 const SETTLE_RETRY_MS = 30_000;
+/** The pause between those tries. */
+const SETTLE_RETRY_EVERY_MS = 200;
 
 export interface OnceOptions {
   /** How long to wait for another live attempt that holds the key (duration; default 5s). Then OnceInProgressError. */
   wait?: number | string;
-  /** How long the key is kept after its last write (duration; default 30d). */
+  /** How long the key is kept after it was taken (duration; default 30d; storing the result does not extend it). */
   ttl?: number | string;
   /** E.g. a hash of the payload: the same key with another fingerprint is refused (OnceFingerprintMismatchError). */
   fingerprint?: string;
@@ -108,6 +110,9 @@ export function makeOnce(job: string, backend: OnceBackend, signal: AbortSignal,
 
 const parse = (json: string | null): unknown => (json === null ? undefined : JSON.parse(json));
 
+/** Half of a surrogate pair without its other half: not encodable as UTF-8. */
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
 /** The call's input, checked before anything is read or written: one line naming the job and the key. */
 function checkInput(job: string, key: unknown, fn: unknown, options: OnceOptions | undefined): OnceRequest {
   const where = typeof key === 'string' && key !== '' ? `ctx.once('${key.length > 60 ? `${key.slice(0, 60)}…` : key}') in job '${job}'` : `ctx.once in job '${job}'`;
@@ -116,6 +121,8 @@ function checkInput(job: string, key: unknown, fn: unknown, options: OnceOptions
   const length = [...key].length;
   if (length > ONCE_KEY_MAX) throw new OnceInputError(key, `${where}: the key is ${length} characters long, over the ${ONCE_KEY_MAX} the store keeps; hash the variable part`);
   if (key.includes('\u0000')) throw new OnceInputError(key, `${where}: the key contains a NUL character`);
+  // The drivers send a lone surrogate as U+FFFD: two such keys would be one key in the store.
+  if (LONE_SURROGATE.test(key)) throw new OnceInputError(key, `${where}: the key contains a lone UTF-16 surrogate (half of a character, e.g. from slicing a string): the store would keep U+FFFD instead`);
   if (typeof fn !== 'function') throw new OnceInputError(key, `${where}: fn must be a function, got ${fn === null ? 'null' : typeof fn}`);
   if (options !== undefined && (options === null || typeof options !== 'object')) throw new OnceInputError(key, `${where}: options must be an object`);
   const o = options ?? {};
@@ -129,8 +136,8 @@ function checkInput(job: string, key: unknown, fn: unknown, options: OnceOptions
   const ttlMs = duration('ttl', DEFAULT_ONCE_TTL_MS, 1000);
   let fingerprint: string | null = null;
   if (o.fingerprint !== undefined) {
-    if (typeof o.fingerprint !== 'string' || o.fingerprint === '' || [...o.fingerprint].length > ONCE_FINGERPRINT_MAX || o.fingerprint.includes('\u0000')) {
-      throw new OnceInputError(key, `${where}: options.fingerprint must be a non-empty string of at most ${ONCE_FINGERPRINT_MAX} characters`);
+    if (typeof o.fingerprint !== 'string' || o.fingerprint === '' || [...o.fingerprint].length > ONCE_FINGERPRINT_MAX || o.fingerprint.includes('\u0000') || LONE_SURROGATE.test(o.fingerprint)) {
+      throw new OnceInputError(key, `${where}: options.fingerprint must be a non-empty string of at most ${ONCE_FINGERPRINT_MAX} characters (no NUL, no lone surrogate)`);
     }
     fingerprint = o.fingerprint;
   }
@@ -228,7 +235,9 @@ export class StoreOnceBackend implements OnceBackend {
         // fn has done its work: losing its result would run it again. Tried again while the lease holds.
         if (err instanceof StoreUnavailableError && performance.now() < until && !(signal.aborted && signal.reason === 'lease-lost')) {
           log.warn({ onceKey: key, err: { message: errorMessage(err) } }, 'ctx.once: the store did not take the result; trying again');
-          await sleep(200, signal);
+          // Not cut short by the signal: after a timeout or a shutdown it is aborted already, and the
+          // tries would follow each other with no pause (a lease-lost abort is seen at the next turn).
+          await new Promise((r) => setTimeout(r, SETTLE_RETRY_EVERY_MS));
           continue;
         }
         throw err;

@@ -48,6 +48,8 @@ export interface BodyRun {
   events?: SchedulerObserver;
   /** The self-fence's deadline (monotonicMs), shared with a worker body so that reading its signal checks it. */
   leaseDeadline?: Float64Array;
+  /** Aborted when the lease is lost, also after ctx.signal aborted for another reason (a command's group is then killed at once). */
+  leaseGone?: AbortSignal;
 }
 
 /** The store's part of ctx.once for this attempt (a worker body reaches it through messages). */
@@ -117,6 +119,7 @@ async function inCommand(b: BodyRun): Promise<Settled> {
     vars: commandVars({ job: job.name, scheduledAt: run.scheduledAt, periodKey: run.periodKey, attempt: run.attempt, runId: run.id, dryRun: b.dryRun, trigger: run.trigger, nodeId: b.nodeId, shard: { index: run.shard, count: job.shards ?? 1 } }),
     log: b.log,
     signal: b.controller.signal,
+    leaseGone: b.leaseGone,
     leaseLostGraceMs: b.leaseLostGraceMs,
   });
   if (ended.stopped) return { kind: 'stopped', text: ended.stopped.text, output: ended.output };

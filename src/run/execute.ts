@@ -207,9 +207,12 @@ export class Executor {
     }
     // An attempt aborted before its body began (claimed as the node stopped, or its lease unproven by
     // then) does not start it: it ends as an abort would have ended it.
-    const outcome = controller.signal.aborted ? notStarted(controller.signal.reason as AbortReason) : await this.body(job, run, controller, false, log, keeper.deadline);
+    let outcome = controller.signal.aborted ? notStarted(controller.signal.reason as AbortReason) : await this.body(job, run, controller, false, log, keeper.leaseGone, keeper.deadline);
     const ended = performance.now();
     keeper.bodyDone();
+    // The lease was lost while an aborted body was being stopped (a command's group within its
+    // killAfter after a timeout): as for any lease-lost attempt, nothing is written.
+    if (keeper.leaseGone.aborted && outcome.reason !== 'lease-lost') outcome = { ...outcome, reason: 'lease-lost' };
     let written;
     try {
       written = await this.record(job, run, outcome, log, started, ended);
@@ -234,7 +237,7 @@ export class Executor {
     };
   }
 
-  private async body(job: Job, run: RunRecord, controller: AbortController, dryRun: boolean, log?: Logger, leaseDeadline?: Float64Array): Promise<RunOutcome> {
+  private async body(job: Job, run: RunRecord, controller: AbortController, dryRun: boolean, log?: Logger, leaseGone?: AbortSignal, leaseDeadline?: Float64Array): Promise<RunOutcome> {
     const childLog = log ?? this.log.child({ job: job.name, periodKey: run.periodKey, runId: run.id, attempt: run.attempt, dryRun });
     this.watchdog ??= new LoopWatchdog(this.log);
     return runBody({
@@ -242,16 +245,19 @@ export class Executor {
       maxResultBytes: this.options.maxResultBytes ?? DEFAULT_MAX_RESULT_BYTES, workerGraceMs: this.options.workerGraceMs,
       // A self-fenced attempt aborts fenceMargin before its lease can run out in the store: its worker must be gone by then.
       leaseLostGraceMs: Math.floor(fenceMargin(job.lockTtlMs) / 2),
-      onceStore: this.options.onceStore, events: this.events, leaseDeadline,
+      onceStore: this.options.onceStore, events: this.events, leaseGone, leaseDeadline,
     });
   }
 
   /**
    * While the attempt runs: every third of lockTtl, extend the Redlock and write the row heartbeat
    * (store clock). A row that is no longer this attempt's, or a lock held by someone else, aborts
-   * ctx.signal with 'lease-lost'. An unreachable Redis or store is not a loss by itself.
+   * ctx.signal with 'lease-lost'. An unreachable Redis or store is not a loss by itself. An abort for
+   * another reason (timeout, shutdown) does not stop the keeping: the body may still be being stopped
+   * (a command's group gets killAfter), and the outcome is written after; a loss then aborts
+   * `leaseGone` (the command's group is then killed at once, and nothing is written).
    */
-  private keepLease(job: Job, run: RunRecord, lease: Lease | null, controller: AbortController, log: Logger, claimSentAt: number): { deadline: Float64Array; bodyDone(): void; stop(): void } {
+  private keepLease(job: Job, run: RunRecord, lease: Lease | null, controller: AbortController, log: Logger, claimSentAt: number): { deadline: Float64Array; bodyDone(): void; stop(): void; leaseGone: AbortSignal } {
     const every = Math.max(200, Math.floor(job.lockTtlMs / 3));
     let timer: NodeJS.Timeout | undefined;
     let stopped = false;
@@ -268,12 +274,17 @@ export class Executor {
       deadline[0] = monotonicMs() + (confirmedAt + fenceAfter - performance.now());
     };
     share();
+    const gone = new AbortController();
+    const lose = () => {
+      gone.abort();
+      if (!controller.signal.aborted) controller.abort('lease-lost');
+    };
     const fence = () => {
-      if (stopped || bodyDone || controller.signal.aborted) return;
+      if (stopped || bodyDone || gone.signal.aborted) return;
       const silent = performance.now() - confirmedAt;
       if (silent <= fenceAfter) return;
       log.warn({ unconfirmedMs: Math.round(silent), lockTtlMs: job.lockTtlMs }, 'lease lost: no confirmed heartbeat for too long (self-fencing); aborting the run');
-      controller.abort('lease-lost');
+      lose();
     };
     this.fences.add(fence);
     this.armFences();
@@ -281,7 +292,7 @@ export class Executor {
     // before the watchdog's next check runs first, and its `signal.throwIfAborted()` must already fail.
     checkOnRead(controller.signal, fence);
     const beat = async () => {
-      if (stopped || controller.signal.aborted) return;
+      if (stopped || gone.signal.aborted) return;
       let next = every;
       const began = performance.now();
       try {
@@ -303,7 +314,7 @@ export class Executor {
         if (row === false || lock === 'lost') {
           if (bodyDone) return;
           log.warn({ lock, rowOwned: row }, 'lease lost: aborting the run');
-          controller.abort('lease-lost');
+          lose();
           return;
         }
         // While the store is away, beat often so that the row is fresh again as soon as it answers.
@@ -325,6 +336,7 @@ export class Executor {
     timer.unref();
     return {
       deadline,
+      leaseGone: gone.signal,
       bodyDone: () => {
         bodyDone = true;
       },

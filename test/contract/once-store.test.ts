@@ -279,6 +279,10 @@ for (const backend of storeBackends('cron_once')) {
         const key = `bad:${uid()}`;
         await expect(o(key, 'not a function' as never)).rejects.toThrow(`ctx.once('${key}') in job 'billing': fn must be a function, got string`);
         await expect(o(key, () => 1, { ttl: 'soon' })).rejects.toBeInstanceOf(OnceInputError);
+        // The drivers would store both as 'half:\uFFFD', one key: refused instead.
+        await expect(o('half:\uD83D', () => 1)).rejects.toThrow("ctx.once('half:\uD83D') in job 'billing': the key contains a lone UTF-16 surrogate");
+        await expect(o(key, () => 1, { fingerprint: 'f\uDE00' })).rejects.toBeInstanceOf(OnceInputError);
+        expect(await once.read('half:\uFFFD')).toBeNull();
         expect(await once.read(key)).toBeNull();
         const big = o(key, () => ({ n: 10n }));
         await expect(big).rejects.toThrow(new RegExp(`^ctx\\.once\\('${key}'\\) in job 'billing': fn's result cannot be stored: not JSON-serialisable .*; the key is left failed$`));

@@ -79,6 +79,13 @@ describe('validation of a command job', () => {
     expect(only(problemsOf({ schedule: '* * * * *', command: 'true', env: { SCHEDULER_JOB: 'x' } }), 'env.SCHEDULER_JOB')).toMatch(/not starting with SCHEDULER_/);
     expect(only(problemsOf({ schedule: '* * * * *', command: 'true', env: { '1A': 'x' } }), 'env.1A')).toMatch(/variable name/);
     expect(only(problemsOf({ schedule: '* * * * *', command: 'true', env: { A: { b: 1 } } }), 'env.A')).toMatch(/a string/);
+    // env holds tokens: a problem line names the variable, never its value.
+    const secret = 'mysql://app:s3cret@db:3306/app';
+    const lines = problemsOf({ schedule: '* * * * *', command: 'true', env: { SCHEDULER_STORE: secret, 'BAD-NAME': secret, LIST: [secret], NUL: `${secret}\u0000` } });
+    expect(lines).toHaveLength(4);
+    for (const l of lines) expect(l).not.toContain('s3cret');
+    expect(only(lines, 'env.SCHEDULER_STORE')).toMatch(/= \(value not shown\): expected a name not starting with SCHEDULER_/);
+    for (const l of problemsOf({ schedule: '* * * * *', command: 'true', env: secret })) expect(l).not.toContain('s3cret');
     expect(only(problemsOf({ schedule: '* * * * *', command: 'true', isolation: 'worker' }), 'isolation')).toMatch(/process of its own/);
   });
 

@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Job } from '../../src/jobs/types.js';
+import { validateJob } from '../../src/jobs/validate.js';
 import { Executor, fenceMargin } from '../../src/run/execute.js';
 import { KnexRunStore } from '../../src/store/runs.js';
 import type { RunRecord, RunStore } from '../../src/store/types.js';
@@ -159,5 +160,71 @@ describe('lease keeping after a stalled heartbeat', () => {
     expect(seen).toEqual([{ aborted: true, reason: 'lease-lost', threw: true }]);
     expect(result.status).toBe('abandoned');
     expect(result.recorded).toBe(false);
+  });
+});
+
+/**
+ * A command job is recorded only once its process group is gone, which after a timeout may take its
+ * `killAfter`: the lease must be kept meanwhile (or another node takes the row over and starts the
+ * next attempt beside the still running process), and a lease lost meanwhile kills the group at once.
+ */
+describe('lease keeping while a timed-out command is being stopped', () => {
+  const commandJob = (name: string, killAfter: string) => {
+    const { job, problems } = validateJob(join(dir, `${name}.yaml`), {
+      schedule: '* * * * *', lockTtl: '1s', timeout: '300ms', killAfter, retries: 0,
+      // Ignores SIGTERM (the ignore is inherited by its sleeps): only SIGKILL ends it.
+      command: "trap '' TERM; while :; do sleep 0.05; done",
+    }, 'UTC');
+    if (!job) throw new Error(problems.join('\n'));
+    return job;
+  };
+  const claim = async (name: string) => {
+    const inserted = await real.insertRun({ job: name, scheduledAt: new Date(0), periodKey: `${name}@1970-01-01T00:00:00.000Z`, attempt: 1, trigger: 'schedule', nodeId: 'n1', leaseMs: 1000 });
+    if (inserted.outcome !== 'inserted') throw new Error('setup: the row was not inserted');
+    return inserted.run;
+  };
+
+  it('keeps the lease through killAfter (longer than lockTtl) and records timed_out once the group is gone', async () => {
+    const job = commandJob('slowstop', '2500ms');
+    const run = await claim('slowstop');
+    let stale = false;
+    let watching = true;
+    const watch = (async () => {
+      while (watching) {
+        if ((await real.staleRuns()).some((r) => r.id === run.id)) stale = true;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    })();
+    const t0 = performance.now();
+    const result = await new Executor(real, 'n1', pino({ level: 'silent' })).execute(job, run, null);
+    watching = false;
+    await watch;
+    expect(performance.now() - t0).toBeGreaterThan(2500);
+    // Without the lease kept, the row's 1 s lease ran out about 0.7 s after the timeout.
+    expect(stale).toBe(false);
+    expect(result.status).toBe('timed_out');
+    expect(result.recorded).toBe(true);
+    expect(result.error).toContain('SIGKILL');
+  });
+
+  it('a lease lost while the group is being stopped: SIGKILL within the lease-lost grace, not killAfter, and nothing written', async () => {
+    const job = commandJob('loststop', '10s');
+    const run = await claim('loststop');
+    const t0 = performance.now();
+    // The real store; once the body has timed out, the row is taken over (as by another node).
+    const store = new Proxy(real, {
+      get(target, prop, receiver) {
+        if (prop !== 'heartbeat') return Reflect.get(target, prop, receiver);
+        return async (runId: string, nodeId: string, leaseMs?: number) => {
+          if (performance.now() - t0 > 400) await target.finishRun(runId, nodeId, { status: 'abandoned', reason: 'taken over (test)' });
+          return target.heartbeat(runId, nodeId, leaseMs);
+        };
+      },
+    }) as RunStore;
+    const result = await new Executor(store, 'n1', pino({ level: 'silent' })).execute(job, run, null);
+    expect(performance.now() - t0).toBeLessThan(4000);
+    expect(result.recorded).toBe(false);
+    expect(result.error).toContain('SIGKILL');
+    expect((await real.periodRuns('loststop', new Date(0))).map((r) => r.status)).toEqual(['abandoned']);
   });
 });

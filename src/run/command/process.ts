@@ -33,6 +33,11 @@ export interface CommandRun {
   vars: Record<string, string>;
   log: Logger;
   signal: AbortSignal;
+  /**
+   * Aborted when the lease is lost, also after `signal` aborted for another reason: the group being
+   * stopped after a timeout or a shutdown then gets SIGKILL within leaseLostGraceMs, not killAfter.
+   */
+  leaseGone?: AbortSignal;
   /** The grace after a 'lease-lost' abort, at most (default: killAfter). */
   leaseLostGraceMs?: number;
 }
@@ -254,13 +259,22 @@ export function runCommand(run: CommandRun): Promise<CommandEnded> {
     };
 
     let abortGrace = 0;
+    const leaseGrace = Math.min(spec.killAfterMs, run.leaseLostGraceMs ?? spec.killAfterMs);
     const onAbort = () => {
       const reason = signal.reason as AbortReason;
-      abortGrace = reason === 'lease-lost' ? Math.min(spec.killAfterMs, run.leaseLostGraceMs ?? spec.killAfterMs) : spec.killAfterMs;
+      abortGrace = reason === 'lease-lost' || run.leaseGone?.aborted ? leaseGrace : spec.killAfterMs;
       ended.stopped = { reason, text: '' };
       void stopGroup(abortGrace);
     };
     signal.addEventListener('abort', onAbort, { once: true });
+    // The lease lost while the group is being stopped (its killAfter after a timeout): another node
+    // may start the next attempt once the lease runs out in the store, so the group goes sooner.
+    const onLeaseGone = () => {
+      if (!ended.stopped) return;
+      abortGrace = Math.min(abortGrace, leaseGrace);
+      void stopGroup(leaseGrace);
+    };
+    run.leaseGone?.addEventListener('abort', onLeaseGone, { once: true });
 
     void (async () => {
       // An abort's stop may end without the leader's exit event (a process in uninterruptible sleep).
@@ -269,6 +283,7 @@ export function runCommand(run: CommandRun): Promise<CommandEnded> {
       if (!ended.stopped && groupAlive(pid)) log.warn({ pid }, 'the command exited but left processes in its group: stopping them');
       await stopGroup(spec.killAfterMs);
       signal.removeEventListener('abort', onAbort);
+      run.leaseGone?.removeEventListener('abort', onLeaseGone);
       liveGroups.delete(pid);
       killAfterOf.delete(pid);
       releaseFatalSignals();
