@@ -37,11 +37,17 @@ describe('status page of a real daemon, in Chromium', () => {
     const d = node.start(ws, { SCHEDULER_HTTP: '127.0.0.1:0' });
     const base = await waitFor('http server listening', () => d.logs().find((l) => l.msg === 'http server listening')?.url as string | undefined, 60_000);
     // Runs of both kinds recorded, and the summaries cache (refreshed every 5 s) has read them.
+    let seen: unknown = 'no answer yet';
     await waitFor('a success and a failure on /api/jobs', async () => {
       const { jobs } = (await (await fetch(`${base}/api/jobs`)).json()) as { jobs: Array<{ name: string; last: { status: string } | null }> };
       const status = new Map(jobs.map((j) => [j.name, j.last?.status]));
+      seen = Object.fromEntries(status);
       return status.get('steady') === 'succeeded' && status.get('broken') === 'failed';
-    }, 60_000, 500);
+    }, 60_000, 500).catch((err: Error) => {
+      // Self-explaining: what /api/jobs said last, and what the daemon logged.
+      const logs = d.logs().filter((l) => Number(l.level) >= 40).slice(-20);
+      throw new Error(`${err.message}; last /api/jobs statuses ${JSON.stringify(seen)}; daemon exit ${d.proc.exitCode}; its warnings: ${JSON.stringify(logs)}; stderr: ${d.errors.slice(-2000)}`);
+    });
 
     const { page, problems, close } = await visit(browser, base, '/');
     expect(await jobNames(page)).toEqual(['broken', 'held', 'steady', 'yearly']);

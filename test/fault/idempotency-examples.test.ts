@@ -29,10 +29,12 @@ function examplesCopy(ws: Workspace): string {
   const dir = mkdtempSync(join(ROOT, 'test-artifacts', 'examples-'));
   cpSync(EXAMPLES, dir, { recursive: true });
   const yaml = join(dir, 'export-period.yaml');
-  writeFileSync(yaml, readFileSync(yaml, 'utf8').replace(/^schedule: .*$/m, "schedule: '* * * * * *'").replace(/^( {2}EXPORT_DIR:).*$/m, `$1 ${ws.path('exports')}`));
+  // Every second, with the others' short lease (a killed node's run blocks the next periods until its lease runs out).
+  writeFileSync(yaml, readFileSync(yaml, 'utf8').replace(/^schedule: .*$/m, `schedule: '* * * * * *'\nlockTtl: ${LOCK_TTL_MS}ms`).replace(/^( {2}EXPORT_DIR:).*$/m, `$1 ${ws.path('exports')}`));
   return dir;
 }
-const ORDERS = 30;
+/** Orders paid before the faults, and as many more paid after the kill (new orders keep arriving). */
+const ORDERS = 40;
 const EVENTS = 1500;
 const CUSTOMERS = 12;
 const ITEMS = 30;
@@ -43,9 +45,13 @@ function businessKnex(url: string): Knex {
   return knexFactory({ client: 'mysql2', connection: url, pool: { min: 0, max: 2 } });
 }
 
+async function payOrders(db: Knex, from: number, count: number): Promise<void> {
+  await db.batchInsert('orders', Array.from({ length: count }, (_, n) => ({ id: `ORDER_${100 + from + n}`, address: `${from + n} Main St`, cents: 1000 + from + n, status: 'paid' })), 100);
+}
+
 async function seed(db: Knex): Promise<void> {
   await createTables(db);
-  await db.batchInsert('orders', Array.from({ length: ORDERS }, (_, i) => ({ id: `ORDER_${100 + i}`, address: `${i} Main St`, cents: 1000 + i, status: 'paid' })), 100);
+  await payOrders(db, 0, ORDERS / 2);
   // Payments of the business days the every-second settlement may settle (the day before the period's, in Shanghai).
   const day = (offsetDays: number) => new Date(Date.now() + offsetDays * 86_400_000).toLocaleDateString('en-CA', { timeZone: 'Asia/Shanghai' });
   await db('payments').insert([-1, 0].flatMap((d) => [1, 2, 3].map((n) => ({ id: `p${d}-${n}`, day: day(d), cents: 100 * n }))));
@@ -91,6 +97,7 @@ async function scenario(options: { store: (ws: Workspace) => string; business: (
     await new Promise((r) => setTimeout(r, 1000));
     cluster.start(killed, { SCHEDULER_JOBS_DIR: jobsDir });
     await cluster.started(killed);
+    await payOrders(db, ORDERS / 2, ORDERS / 2);
     const paused = await waitFor('another node calling the carrier', () => callingNow([killed]) ?? false, 30_000, 10);
     cluster.nodes.get(paused)!.proc.kill('SIGSTOP');
     await new Promise((r) => setTimeout(r, LOCK_TTL_MS * 2));
@@ -189,11 +196,12 @@ describe('the idempotency examples under three nodes, a pause and a kill', () =>
     await mariaBusiness?.drop();
   });
 
-  it('on SQLite (store and business database), no Redis', async () => {
+  // Side by side: each case has its own workspace, databases and Redis; the faults are each case's own nodes.
+  it.concurrent('on SQLite (store and business database), no Redis', async () => {
     await scenario({ store: (ws) => ws.sqliteStore(), business: (ws) => `sqlite:${ws.path('business.db')}`, redis: [] });
   });
 
-  it('on MariaDB (store and business database) with a Redis master', async () => {
+  it.concurrent('on MariaDB (store and business database) with a Redis master', async () => {
     mariaStore = await createMariaDb('cron_examples_store');
     mariaBusiness = await createMariaDb('cron_examples_biz');
     redis = await startRedisServers(1);
