@@ -123,10 +123,12 @@ for (const backend of BACKENDS) {
         // Four statements (the main pool's size) that wait for the row lock, as a burst of claims would fill the pool.
         const waiting = Array.from({ length: 4 }, () => store.finishRun(run.id, 'n1', { status: 'succeeded' }, 30_000).catch(() => false));
         await new Promise((r) => setTimeout(r, 300));
-        const beat = await timed(() => store.heartbeat(other.id, 'n1', LEASE_MS));
+        // A longer lease for this beat (its statement bounded by 2990 ms, not 490): what is tested is
+        // that it does not wait behind the full main pool, whose statements wait until the blocker
+        // rolls back below, not how fast a loaded server answers (a fresh connection, here).
+        const beat = await timed(() => store.heartbeat(other.id, 'n1', 9000));
         expect(beat.error).toBeUndefined();
         expect(beat.value).toBe(true);
-        expect(beat.ms).toBeLessThan(leaseQueryTimeout(LEASE_MS));
         await blocker.rollback();
         await Promise.all(waiting);
       } finally {
