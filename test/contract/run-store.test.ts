@@ -471,7 +471,8 @@ export function describeRunStore(backend: Backend): void {
 
     it('takeOver: a heartbeat in time keeps the attempt; once it lapses again the takeover owes attempt 2', async () => {
       const job = `stale2-${uid()}`;
-      const run = await inserted(store, newRun(job, new Date(BASE), { leaseMs: 300 }));
+      // A lease long enough that the takeover right after the heartbeat lands within it on a loaded machine.
+      const run = await inserted(store, newRun(job, new Date(BASE), { leaseMs: 1000 }));
       await waitFor('the lease to run out', async () => (await store.staleRuns()).some((r) => r.id === run.id), 10_000, 50);
       // The owner heartbeats before anyone takes it over: live again, the CAS fails.
       expect(await store.heartbeat(run.id, 'node-a')).toBe(true);
@@ -889,7 +890,8 @@ export function describeRunStore(backend: Backend): void {
     it('takeOver: a heartbeat in time keeps the attempt; owe false abandons and inserts nothing', async () => {
       const job = `take-noowe-${uid()}`;
       const at = new Date(BASE);
-      const run = await running(job, at, { leaseMs: 300 });
+      // A lease long enough that the takeover right after the heartbeat lands within it on a loaded machine.
+      const run = await running(job, at, { leaseMs: 1000 });
       await untilStale(store, run.id);
       expect(await store.heartbeat(run.id, 'node-a')).toBe(true);
       expect(await store.takeOver(run, 'node-b', 'x', true)).toBeNull();
