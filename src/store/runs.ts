@@ -255,12 +255,13 @@ export class KnexRunStore implements RunStore {
   async endAttempt(run: RunRecord, nodeId: string, outcome: RunOutcome, policy: RetryPolicy | null): Promise<EndResult> {
     // The common case (succeeded, skipped) owes nothing: one conditional UPDATE, as before.
     if (!OWING.has(outcome.status)) {
-      return { written: await this.finishRun(run.id, nodeId, outcome, run.leaseMs), status: outcome.status, next: null };
+      if (await this.finishRun(run.id, nodeId, outcome, run.leaseMs)) return { written: true, status: outcome.status, next: null };
+      return (await this.leased('record outcome', run.leaseMs, () => this.ownEnd(this.knex, run, nodeId, outcome))) ?? { written: false, status: outcome.status, next: null };
     }
     return this.leased('record outcome', run.leaseMs, () => this.knex.transaction(async (trx) => {
       await this.lockRow(trx, run.id);
       const updated = await trx(RUNS_TABLE).where({ id: run.id, node_id: nodeId, status: 'running' }).update(this.outcomeColumns(outcome));
-      if (Number(updated) === 0) return { written: false, status: outcome.status, next: null };
+      if (Number(updated) === 0) return (await this.ownEnd(trx, run, nodeId, outcome)) ?? { written: false, status: outcome.status, next: null };
       const decision = decideEnd(outcome.status, await this.earlierStatuses(trx, run), policy);
       if (decision.status !== outcome.status) {
         await trx(RUNS_TABLE).where({ id: run.id }).update(this.capColumns(decision.status, outcome.reason ?? decision.reason ?? null,
@@ -269,6 +270,29 @@ export class KnexRunStore implements RunStore {
       const next = decision.next ? await this.insertNext(trx, run, nodeId, decision.next.delayMs) : null;
       return { written: true, status: decision.status, next };
     }));
+  }
+
+  /**
+   * After an outcome write that matched no running row: whether this node's own outcome is what
+   * ended it. That is the case of a retry whose earlier try committed but whose answer was lost (a
+   * connection cut or a client timeout after the server's commit): the write is in the store, and
+   * the caller must hear `written: true` with what it owed, not "no longer this node's". The row is
+   * this node's outcome when it is this node's with the outcome's status and reason (or the cap's
+   * `failed` with the reason the cap keeps): a takeover writes `abandoned` (or a capped `failed`) with
+   * its own `lease expired` reason, and no other writer ends a row of this node. One read, on this
+   * rare path only.
+   */
+  private async ownEnd(db: Knex | Knex.Transaction, run: RunRecord, nodeId: string, outcome: RunOutcome): Promise<EndResult | null> {
+    const row = await db(RUNS_TABLE).select('status', 'reason', 'node_id').where({ id: run.id }).first<Pick<Row, 'status' | 'reason' | 'node_id'> | undefined>();
+    if (!row || row.node_id !== nodeId) return null;
+    const reason = outcome.reason === null || outcome.reason === undefined ? null : storableText(outcome.reason)!.slice(0, 200);
+    const capped = row.status === 'failed' && (outcome.status === 'abandoned' || outcome.status === 'interrupted')
+      && (reason === null ? row.reason !== null && !row.reason.startsWith('lease expired') : row.reason === reason);
+    if (!capped && !(row.status === outcome.status && (row.reason ?? null) === reason)) return null;
+    const next = await db(RUNS_TABLE)
+      .where({ job: run.job, scheduled_at: run.scheduledAt.getTime(), shard: run.shard, attempt: run.attempt + 1 })
+      .first<Row | undefined>();
+    return { written: true, status: row.status as FinalStatus, next: next ? toRecord(next) : null };
   }
 
   /**

@@ -171,7 +171,9 @@ export interface RunStore {
    * Ends a running attempt of this node, in one transaction with what is owed next: a failure with
    * retries left inserts attempt n + 1 'pending' at now + backoff; an attempt that ended without an
    * outcome of its own (abandoned, interrupted) inserts it at once, up to MAX_UNFINISHED (then the
-   * period is recorded 'failed'). `policy` null: no retries (the job is unknown).
+   * period is recorded 'failed'). `policy` null: no retries (the job is unknown). Called again after
+   * a try whose answer was lost but which committed, it recognises this node's own outcome in the row
+   * and answers `written: true` with the attempt that try owed (nothing is written twice).
    */
   endAttempt(run: RunRecord, nodeId: string, outcome: RunOutcome, policy: RetryPolicy | null): Promise<EndResult>;
   /**

@@ -842,10 +842,10 @@ export function describeRunStore(backend: Backend): void {
         expect(res.next, status).toBeNull();
       }
       expect(await store.periodRuns(job, at)).toEqual([run]);
-      // Finished: ending it again is not ours either, and owes nothing more.
+      // Finished: ending it again with another outcome is not ours either, and owes nothing more.
       expect((await store.endAttempt(run, 'node-a', { status: 'succeeded' }, POLICY)).written).toBe(true);
       const done = await store.periodRuns(job, at);
-      for (const status of ['failed', 'abandoned', 'succeeded'] as const) {
+      for (const status of ['failed', 'abandoned', 'interrupted'] as const) {
         expect(await store.endAttempt(run, 'node-a', { status }, POLICY), status).toMatchObject({ written: false, next: null });
       }
       expect(await store.periodRuns(job, at)).toEqual(done);
@@ -854,6 +854,45 @@ export function describeRunStore(backend: Backend): void {
       const owed = (await store.endAttempt(other, 'node-a', { status: 'interrupted' }, POLICY)).next!;
       expect(await store.endAttempt(owed, 'node-a', { status: 'failed' }, POLICY)).toMatchObject({ written: false, next: null });
       expect((await store.periodRuns(`${job}-p`, at)).map((r) => r.status)).toEqual(['interrupted', 'pending']);
+    });
+
+    it('endAttempt again after its write committed (a retry whose answer was lost): recognised as written, with the same status and owed attempt; nothing is written twice; a takeover\'s end is not recognised', async () => {
+      const job = `end-again-${uid()}`;
+      const at = new Date(BASE);
+      // Succeeded: one conditional UPDATE, then the retry finds its own outcome.
+      const ok = await running(job, at);
+      expect(await store.endAttempt(ok, 'node-a', { status: 'succeeded', result: { n: 1 } }, POLICY)).toEqual({ written: true, status: 'succeeded', next: null });
+      const okRows = await store.periodRuns(job, at);
+      expect(await store.endAttempt(ok, 'node-a', { status: 'succeeded', result: { n: 1 } }, POLICY)).toEqual({ written: true, status: 'succeeded', next: null });
+      expect(await store.periodRuns(job, at)).toEqual(okRows);
+      // Failed with a retry owed: the retry hears of the attempt its first try inserted, and no second one is inserted.
+      const f = `${job}-f`;
+      const failed = await running(f, at);
+      const first = await store.endAttempt(failed, 'node-a', { status: 'failed', error: 'boom' }, POLICY);
+      expect(first).toMatchObject({ written: true, status: 'failed', next: { attempt: 2, status: 'pending' } });
+      const again = await store.endAttempt(failed, 'node-a', { status: 'failed', error: 'boom' }, POLICY);
+      expect(again).toMatchObject({ written: true, status: 'failed', next: { id: first.next!.id, attempt: 2 } });
+      expect((await store.periodRuns(f, at)).map((r) => [r.attempt, r.status])).toEqual([[1, 'failed'], [2, 'pending']]);
+      // The cap: the third unfinished attempt was written failed; its retry hears failed, nothing owed.
+      const c = `${job}-c`;
+      let r = await running(c, at);
+      for (let i = 0; i < 2; i++) {
+        const e = await store.endAttempt(r, 'node-a', { status: 'interrupted', reason: 'shutdown' }, POLICY);
+        r = (await store.claimPending(e.next!.id, 'node-a', 30_000))!;
+      }
+      expect(await store.endAttempt(r, 'node-a', { status: 'interrupted', reason: 'shutdown' }, POLICY)).toEqual({ written: true, status: 'failed', next: null });
+      expect(await store.endAttempt(r, 'node-a', { status: 'interrupted', reason: 'shutdown' }, POLICY)).toEqual({ written: true, status: 'failed', next: null });
+      expect(await store.periodRuns(c, at)).toHaveLength(3);
+      // Taken over: the row is abandoned (or capped failed) by the takeover's own reason, not by this node's outcome.
+      const t = `${job}-t`;
+      const stale = await running(t, at, { leaseMs: 50 });
+      await waitFor('the short lease to run out', async () => (await store.staleRuns()).some((s) => s.id === stale.id), 10_000, 50);
+      const taken = await store.takeOver(stale, 'node-b', 'lease expired: node node-a stopped heartbeating', true);
+      expect(taken).toMatchObject({ written: true, status: 'abandoned' });
+      for (const outcome of [{ status: 'succeeded' }, { status: 'abandoned' }, { status: 'failed', error: 'late' }] as const) {
+        expect(await store.endAttempt(stale, 'node-a', outcome, POLICY), outcome.status).toMatchObject({ written: false, next: null });
+      }
+      expect((await store.periodRuns(t, at)).map((x) => [x.attempt, x.status])).toEqual([[1, 'abandoned'], [2, 'pending']]);
     });
 
     it('takeOver: only a stale running row is taken; it becomes abandoned with the reason and attempt n + 1 pending is due at once', async () => {

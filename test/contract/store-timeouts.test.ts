@@ -108,12 +108,12 @@ for (const backend of BACKENDS) {
       expect(ended.ms).toBeLessThan(3 * leaseQueryTimeout(LEASE_MS) + 1500);
       const rows = await direct(RUNS_TABLE).where({ job: 'bounded', scheduled_at: run.scheduledAt.getTime() });
       expect(rows.map((r: { attempt: number; status: string }) => [Number(r.attempt), r.status])).toEqual([[1, 'running']]);
-      // The store works afterwards: the outcome lands once, with attempt 2 owed. (On a loaded machine a
-      // try may time out on the client after the server committed it: the next try then finds the row
-      // ended already, so the rows are what is checked, not the last try's answer.)
+      // The store works afterwards: the outcome lands once, with attempt 2 owed. On a loaded machine a
+      // try may time out on the client after the server committed it: the next try then recognises
+      // its own outcome, and hears `written: true` with the attempt the committed try inserted.
       let written;
       for (let i = 0; i < 10 && !written; i++) written = await store.endAttempt(run, 'n1', { status: 'failed', error: 'boom' }, { retries: 2, retryDelayMs: 1000 }).catch(() => undefined);
-      expect(written).toBeDefined();
+      expect(written).toMatchObject({ written: true, status: 'failed', next: { attempt: 2, status: 'pending' } });
       const after = await direct(RUNS_TABLE).where({ job: 'bounded', scheduled_at: run.scheduledAt.getTime() }).orderBy('attempt');
       expect(after.map((r: { attempt: number; status: string }) => [Number(r.attempt), r.status])).toEqual([[1, 'failed'], [2, 'pending']]);
     });
