@@ -3,10 +3,18 @@
  * one store. A failed period is POSTed once, after its last attempt, whichever node delivers it and
  * however often the receiver refused it; a missed period is POSTed; the job's onFailure is called
  * once; the webhook's secrets never reach the logs; a bad webhook URL stops the start (exit 2).
+ * Side by side: a timed-out period, a period abandoned with no attempt left, the store cut off and
+ * back, a webhook that does not answer (retried until a later try gets an answer), and a hanging
+ * webhook that never delays a run.
  */
-import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
+import { createServer, type IncomingHttpHeaders, type Server, type ServerResponse } from 'node:http';
 import { describe, expect, it } from 'vitest';
+import { KnexRunStore } from '../../src/store/runs.js';
+import { periodKey } from '../../src/time/schedule.js';
+import { StoreProxy } from '../fault/harness.js';
 import { runCli } from '../helpers/cli.js';
+import { createMariaDb } from '../helpers/databases.js';
+import type { Effect } from '../helpers/job-sources.js';
 import { jobSource } from '../helpers/job-sources.js';
 import { freePort, RedisServer, waitFor } from '../helpers/redis.js';
 import { singleNode } from '../helpers/single-node.js';
@@ -40,6 +48,35 @@ async function receiver(refuseMs: number): Promise<{ url: string; received: Rece
   const { port } = server.address() as { port: number };
   // The path and the query carry secrets, as Slack-style and ?token= webhooks do.
   return { url: `http://127.0.0.1:${port}/hooks/PATHSECRET42?key=QUERYSECRET42`, received, accept: () => (refuseUntil = 0) };
+}
+
+/**
+ * A webhook receiver whose answer to the n-th request (from 0) is `answer(n)`: an HTTP status, or
+ * 'hang' (the request is held open and never answered; closed at cleanup).
+ */
+async function scriptedReceiver(answer: (n: number) => number | 'hang'): Promise<{ url: string; received: Array<Received & { at: number; answer: number | 'hang' }> }> {
+  const received: Array<Received & { at: number; answer: number | 'hang' }> = [];
+  const held: ServerResponse[] = [];
+  const server: Server = createServer((req, res) => {
+    let text = '';
+    req.on('data', (d) => (text += d));
+    req.on('end', () => {
+      const a = answer(received.length);
+      received.push({ status: a === 'hang' ? 0 : a, answer: a, at: Date.now(), headers: req.headers, body: JSON.parse(text) as Received['body'] });
+      if (a === 'hang') held.push(res);
+      else {
+        res.statusCode = a;
+        res.end();
+      }
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  cleanup(() => new Promise<void>((resolve) => {
+    server.close(() => resolve());
+    server.closeAllConnections();
+  }));
+  const { port } = server.address() as { port: number };
+  return { url: `http://127.0.0.1:${port}/hook`, received };
 }
 
 const TOKEN = 'TOKENSECRET42';
@@ -223,3 +260,133 @@ export default {
     for (const r of [badUrl, badFlag, badToken]) expect(`${r.stdout}${r.stderr}`).not.toMatch(/PWSECRET|SECRETPATH|TOK\nSECRET/);
   }, 60_000);
 });
+
+describe.concurrent('alerts: more kinds, a slow webhook', () => {
+  it('timed_out: a period past its timeout is POSTed as timed_out, with the recorded status', async () => {
+    const ws = workspace();
+    const hook = await scriptedReceiver(() => 200);
+    ws.writeJob('slow.mjs', jobSource(`schedule: '*/2 * * * * *', timeout: '300ms', catchUp: '1s',`, `await sleep(ctx, 10_000);`));
+    const d = start(ws, { SCHEDULER_ALERT_WEBHOOK: hook.url });
+    const alert = await waitFor('a timed_out alert', () => hook.received.find((r) => r.body.kind === 'timed_out'), 30_000, 100);
+    expect(await d.stop()).toBe(0);
+    expect(alert.body).toMatchObject({ job: 'slow', attempt: 1, status: 'timed_out', count: 1, node: 'alerts-a' });
+    expect(alert.body.error).toBe('timed out after 300ms');
+    expect(alert.body.id).toBe(`timed_out:${alert.body.periodKey}:1`);
+    const row = (await history(ws, 'slow')).find((r) => r.periodKey === alert.body.periodKey);
+    expect(row).toMatchObject({ status: 'timed_out', attempt: 1 });
+    expect(hook.received.filter((r) => r.body.kind === 'failed')).toEqual([]);
+  }, 60_000);
+
+  it('abandoned with no attempt left: the third attempt of a period whose nodes stopped heartbeating is taken over, the period failed, one abandoned alert', async () => {
+    const ws = workspace();
+    const hook = await scriptedReceiver(() => 200);
+    ws.writeJob('crashy.mjs', jobSource(`schedule: '0 0 1 1 *', lockTtl: '1s',`));
+    // The store as three crashed nodes leave it: attempts 1 and 2 abandoned (taken over), attempt 3
+    // running on a node that stopped heartbeating.
+    const period = new Date('2026-01-01T00:00:00.000Z');
+    const key = periodKey('crashy', period);
+    const seed = await KnexRunStore.open({ kind: 'sqlite', path: ws.path('scheduler.db'), url: ws.sqliteStore() });
+    try {
+      await seed.migrate();
+      const first = await seed.insertRun({ job: 'crashy', scheduledAt: period, periodKey: key, attempt: 1, trigger: 'schedule', nodeId: 'crashed-1', leaseMs: 1 });
+      if (first.outcome !== 'inserted') throw new Error('setup: attempt 1 not inserted');
+      let run = first.run;
+      for (const node of ['crashed-2', 'crashed-3']) {
+        await new Promise((r) => setTimeout(r, 20));
+        const ended = await seed.takeOver(run, 'seeder', 'lease expired (seeded)', true);
+        if (!ended?.next) throw new Error(`setup: no attempt owed after ${run.attempt}`);
+        const claimed = await seed.claimPending(ended.next.id, node, node === 'crashed-3' ? 1000 : 1);
+        if (!claimed) throw new Error(`setup: attempt ${ended.next.attempt} not claimed`);
+        run = claimed;
+      }
+      expect(run.attempt).toBe(3);
+    } finally {
+      await seed.close();
+    }
+    const d = start(ws, { SCHEDULER_ALERT_WEBHOOK: hook.url });
+    const alert = await waitFor('an abandoned alert', () => hook.received.find((r) => r.body.kind === 'abandoned'), 30_000, 100);
+    expect(await d.stop()).toBe(0);
+    expect(alert.status).toBe(200);
+    expect(alert.body).toMatchObject({
+      kind: 'abandoned', job: 'crashy', period: period.toISOString(), periodKey: key, attempt: 3, status: 'failed', count: 1, node: 'alerts-a', id: `abandoned:${key}:3`,
+    });
+    expect(alert.body.error).toBe('attempt 3 abandoned (node crashed-3 stopped heartbeating) and no attempt is left');
+    const rows = (await history(ws, 'crashy')).filter((r) => r.periodKey === key).sort((x, y) => x.attempt - y.attempt);
+    expect(rows.map((r) => [r.attempt, r.status])).toEqual([[1, 'abandoned'], [2, 'abandoned'], [3, 'failed']]);
+    // One alert for the period, and no body ran (no attempt was left to run).
+    expect(hook.received.map((r) => r.body.kind)).toEqual(['abandoned']);
+    expect(ws.lines('effects.jsonl')).toEqual([]);
+  }, 60_000);
+
+  it('the store cut off and back: store_lost with its cause, then store_back, POSTed from memory by the node', async () => {
+    const maria = await createMariaDb('cron_alerts');
+    cleanup(() => maria.drop());
+    const proxy = new StoreProxy(3306);
+    await proxy.start();
+    cleanup(() => proxy.close());
+    const url = new URL(maria.url);
+    url.hostname = '127.0.0.1';
+    url.port = String(proxy.port);
+    const ws = workspace();
+    const hook = await scriptedReceiver(() => 200);
+    ws.writeJob('yearly.mjs', jobSource(`schedule: '0 0 1 1 *',`));
+    const d = start(ws, { SCHEDULER_ALERT_WEBHOOK: hook.url, SCHEDULER_STORE: url.toString() });
+    await waitForLog(d, 'the daemon to schedule', 'scheduler started');
+    await proxy.cut();
+    const lost = await waitFor('store_lost', () => hook.received.find((r) => r.body.kind === 'store_lost'), 30_000, 100);
+    await proxy.restore();
+    const back = await waitFor('store_back', () => hook.received.find((r) => r.body.kind === 'store_back'), 30_000, 100);
+    expect(await d.stop()).toBe(0);
+    expect(hook.received.map((r) => r.body.kind)).toEqual(['store_lost', 'store_back']);
+    for (const r of [lost, back]) {
+      expect(r.body).toMatchObject({ job: null, period: null, periodKey: null, attempt: null, status: null, count: 1, node: 'alerts-a' });
+      expect(r.body.id).toBe(`alerts-a:${r.body.kind}:${r.body.at}`);
+    }
+    expect(lost.body.error).toBeTruthy();
+    expect(back.body.error).toBeNull();
+    expect(Date.parse(back.body.at)).toBeGreaterThan(Date.parse(lost.body.at));
+  }, 60_000);
+
+  it('a webhook that does not answer: the POST times out, the alert is tried again and arrives once a later try gets an answer (same id, once)', async () => {
+    const ws = workspace();
+    // The first request is never answered; the next ones are.
+    const hook = await scriptedReceiver((n) => (n === 0 ? 'hang' : 200));
+    const marker = ws.path('failed-once');
+    ws.writeJob('once-failing.mjs', jobSource(`schedule: '* * * * * *', catchUp: '1s',`,
+      `if (!existsSync(${JSON.stringify(marker)})) { (await import('node:fs')).writeFileSync(${JSON.stringify(marker)}, ''); throw new Error('down once'); }`));
+    const d = start(ws, { SCHEDULER_ALERT_WEBHOOK: hook.url });
+    await waitFor('the alert to be accepted on a later try', () => hook.received.some((r) => r.answer === 200), 40_000, 100);
+    expect(await d.stop()).toBe(0);
+    expect(hook.received.map((r) => [r.answer, r.body.kind])).toEqual([['hang', 'failed'], [200, 'failed']]);
+    expect(hook.received[1]!.body.id).toBe(hook.received[0]!.body.id);
+    expect(hook.received[1]!.body).toMatchObject({ job: 'once-failing', error: 'down once', attempt: 1 });
+    // Tried again after the timeout and the first backoff, not at once.
+    expect(hook.received[1]!.at - hook.received[0]!.at).toBeGreaterThanOrEqual(5000);
+    const notDelivered = d.logs().find((l) => l.msg === 'alert not delivered; trying again later');
+    expect(notDelivered).toMatchObject({ attempts: 1, retryInMs: 5000 });
+    expect((notDelivered!.err as { message: string }).message).toMatch(/^POST http:\/\/127\.0\.0\.1:\d+\/\*\*\*: no answer within 5000 ms$/);
+  }, 60_000);
+
+  it('never delays a run: with a webhook that hangs on every POST and an every-second job failing, another every-second job still starts within 1 s of each instant', async () => {
+    const ws = workspace();
+    const hook = await scriptedReceiver(() => 'hang');
+    ws.writeJob('failing.mjs', jobSource(`schedule: '* * * * * *', catchUp: '1s',`, `throw new Error('always');`));
+    ws.writeJob('beat.mjs', jobSource(`schedule: '* * * * * *', catchUp: '1s',`));
+    const d = start(ws, { SCHEDULER_ALERT_WEBHOOK: hook.url });
+    // From the first hanging POST on, eight periods of beat.
+    const firstPost = await waitFor('a first (hanging) POST', () => hook.received[0]?.at, 30_000, 50);
+    const beats = () => ws.records<Effect>('effects.jsonl').filter((e) => e.job === 'beat' && e.event === 'start' && Date.parse(e.scheduledAt) > firstPost);
+    await waitFor('eight beats after the first POST', () => beats().length >= 8, 30_000, 100);
+    expect(await d.stop()).toBe(0);
+    // The webhook held several POSTs meanwhile (none was answered).
+    expect(hook.received.length).toBeGreaterThan(1);
+    expect(hook.received.every((r) => r.answer === 'hang')).toBe(true);
+    const late = beats().map((e) => ({ period: e.scheduledAt, delayMs: e.at - Date.parse(e.scheduledAt) })).filter((b) => b.delayMs > 1000 || b.delayMs < -50);
+    expect(late).toEqual([]);
+    // Every period of beat in that window has its body (none skipped or missed).
+    const periods = beats().map((e) => Date.parse(e.scheduledAt)).sort((x, y) => x - y);
+    expect(new Set(periods).size).toBe(periods.length);
+    expect(periods.at(-1)! - periods[0]!).toBe((periods.length - 1) * 1000);
+  }, 60_000);
+});
+
