@@ -113,8 +113,12 @@ export async function loadJobFiles(files: string[], defaultTimezone: string, cwd
       invalid.push({ file: where, problems: [`${where}: default export = none${names.length ? ` (named exports: ${names.join(', ')})` : ''}: expected \`export default { schedule, run, ... }\` (see defineJob)`] });
       return;
     }
-    const exported = defaultExportOf(mod);
-    const { job, problems } = validateJob(where, exported, defaultTimezone, options.defaults, file);
+    const withHook = withNamedOnFailure(where, mod, defaultExportOf(mod));
+    if ('problem' in withHook) {
+      invalid.push({ file: where, problems: [withHook.problem] });
+      return;
+    }
+    const { job, problems } = validateJob(where, withHook.exported, defaultTimezone, options.defaults, file);
     if (!job) {
       invalid.push({ file: where, problems });
       return;
@@ -129,6 +133,25 @@ export async function loadJobFiles(files: string[], defaultTimezone: string, cwd
     jobs.push(job);
   });
   return { jobs, invalid };
+}
+
+/**
+ * `export async function onFailure(ctx, outcome)` beside `export default { ... }` is the job's hook,
+ * as a field of the default export is: written either way, it is called. Both at once would leave
+ * one of them silently unused, so the file is refused.
+ */
+function withNamedOnFailure(where: string, mod: Record<string, unknown> | undefined, exported: unknown): { exported: unknown } | { problem: string } {
+  // Own keys only: jiti's interop also shows the default export's fields on the module (as bound copies).
+  if (!mod || typeof mod !== 'object' || mod === exported || !Object.keys(mod).includes('onFailure') || mod.onFailure === undefined) return { exported };
+  if (exported === null || typeof exported !== 'object' || Array.isArray(exported)) return { exported };
+  const def = exported as Record<string, unknown>;
+  if (def.onFailure !== undefined) {
+    return { problem: `${where}: onFailure is both a named export and a field of the default export: expected one of them (remove the other)` };
+  }
+  if (typeof mod.onFailure !== 'function') {
+    return { problem: `${where}: named export 'onFailure' = ${typeof mod.onFailure === 'string' ? JSON.stringify(mod.onFailure) : typeof mod.onFailure}: expected a function (export async function onFailure(ctx, outcome) { ... })` };
+  }
+  return { exported: { ...def, onFailure: mod.onFailure } };
 }
 
 /** Checks what the entry is, then imports it within its deadline. Never throws. */

@@ -242,6 +242,27 @@ export default {
     expect(ws.records('on-failure.jsonl')).toMatchObject([{ status: 'failed', error: 'no database', attempt: 1, trigger: 'manual', periodKey: hook.received[0]!.body.periodKey }]);
   }, 60_000);
 
+  it('onFailure as a named export beside export default: run-once calls it; a file with both a named one and a field is refused by validate with one line', async () => {
+    const ws = workspace();
+    ws.writeJob('named-hook.mjs', `import { appendFileSync } from 'node:fs';
+export default { schedule: '0 0 1 1 *', async run() { throw new Error('named hook, please'); } };
+export async function onFailure(ctx, outcome) { appendFileSync(${JSON.stringify(ws.path('on-failure.jsonl'))}, JSON.stringify({ job: ctx.job, ...outcome }) + '\\n'); }
+`);
+    const env = { SCHEDULER_STORE: ws.sqliteStore(), SCHEDULER_JOBS_DIR: ws.jobsDir, SCHEDULER_NODE_ID: 'once-node' };
+    const ok = await runCli(['validate'], { cwd: ws.dir, env });
+    expect(ok.code, ok.stderr).toBe(0);
+    const r = await runCli(['run-once', 'named-hook'], { cwd: ws.dir, env });
+    expect(r.code, r.stderr).toBe(1);
+    expect(ws.records('on-failure.jsonl')).toMatchObject([{ job: 'named-hook', status: 'failed', error: 'named hook, please', attempt: 1, trigger: 'manual' }]);
+
+    ws.writeJob('both.mjs', `export default { schedule: '0 0 1 1 *', run() {}, onFailure() {} };
+export function onFailure() {}
+`);
+    const both = await runCli(['validate'], { cwd: ws.dir, env });
+    expect(both.code).toBe(2);
+    expect(both.stdout.trim().split('\n')).toEqual([expect.stringMatching(/both\.mjs: onFailure is both a named export and a field of the default export: expected one of them \(remove the other\)$/)]);
+  }, 60_000);
+
   it('a bad webhook URL or token is refused at start: exit 2, one line naming the setting, secrets redacted', async () => {
     const ws = workspace();
     ws.writeJob('beat.mjs', jobSource(`schedule: '* * * * * *',`));

@@ -222,3 +222,33 @@ describe('the loadTimeout setting', () => {
     });
   }
 });
+
+describe('loadJobs: onFailure as a named export', () => {
+  it('a named `export async function onFailure` beside `export default` is the job\'s hook (.mjs and .ts); both at once refuse the file with one line; a named one that is not a function too', async () => {
+    const dir = tempDir();
+    const named = `export default { schedule: '* * * * *', run() { return 1; } };
+export async function onFailure(ctx, outcome) { return 'named:' + ctx.job + ':' + outcome.status; }
+`;
+    writeFileSync(join(dir, 'named.mjs'), named);
+    writeFileSync(join(dir, 'named-ts.ts'), named.replace('(ctx, outcome)', '(ctx: { job: string }, outcome: { status: string })'));
+    writeFileSync(join(dir, 'field.mjs'), "export default { schedule: '* * * * *', run() {}, onFailure(ctx) { return 'field:' + ctx.job; } };\n");
+    writeFileSync(join(dir, 'both.mjs'), `export default { schedule: '* * * * *', run() {}, onFailure() {} };
+export function onFailure() {}
+`);
+    writeFileSync(join(dir, 'not-a-function.mjs'), `export default { schedule: '* * * * *', run() {} };
+export const onFailure = 'page me';
+`);
+    const loaded = await loadJobs(dir, 'UTC', { timeoutMs: 5000 });
+    expect(loaded.jobs.map((j) => j.name).sort()).toEqual(['field', 'named', 'named-ts']);
+    const hook = (name: string) => loaded.jobs.find((j) => j.name === name)!.onFailure!;
+    const ctx = (job: string) => ({ job }) as never;
+    expect(await hook('named')(ctx('named'), { status: 'failed' } as never)).toBe('named:named:failed');
+    expect(await hook('named-ts')(ctx('named-ts'), { status: 'timed_out' } as never)).toBe('named:named-ts:timed_out');
+    expect(await hook('field')(ctx('field'), {} as never)).toBe('field:field');
+    const p = problems(loaded);
+    expect(p).toEqual({
+      'both.mjs': `${join(dir, 'both.mjs')}: onFailure is both a named export and a field of the default export: expected one of them (remove the other)`,
+      'not-a-function.mjs': `${join(dir, 'not-a-function.mjs')}: named export 'onFailure' = "page me": expected a function (export async function onFailure(ctx, outcome) { ... })`,
+    });
+  });
+});
