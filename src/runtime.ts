@@ -90,7 +90,7 @@ export async function openRuntime(config: Config, log: Logger, events: EventBus 
   await clock.start();
   const claimer = new Claimer(store, lock, config.nodeId, log, jobStore);
   if (lockDown) claimer.lockUnavailable(lockDown);
-  const executor = new Executor(store, config.nodeId, log, { maxResultBytes: config.maxResultBytes, now: () => clock.now(), events, onceStore: stores.onceStore });
+  const executor = new Executor(store, config.nodeId, log, { maxResultBytes: config.maxResultBytes, now: () => clock.now(), events, onceStore: stores.onceStore, pauses: jobStore });
   const runner = new PeriodRunner(store, claimer, executor, log, events);
   const takeover = new Takeover(store, jobStore, runner, config.nodeId, log, events);
   const reconciler = new Reconciler(store, jobStore, runner, config.nodeId, log, () => clock.now(), events);

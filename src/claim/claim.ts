@@ -29,7 +29,9 @@
  * committed before `pause` returned at P is therefore seen by the claim of every period later than
  * P + 100 ms (plus the estimate's error, under a millisecond on a LAN). A second read just before
  * the body of a period claimed ahead would narrow that 100 ms to a round trip, but would put a round
- * trip back on the fire path; the bound asked for (one tick, 1 s) holds without it.
+ * trip back on the fire path; the bound asked for (one tick, 1 s) holds without it. A body that
+ * waits longer than a tick after its claim (a jittered start) is another matter: the executor reads
+ * the pause again 100 ms before that start, and a paused job's row is then recorded skipped (paused).
  */
 import { LockUnavailableError, errorMessage } from '../errors.js';
 import type { Job, Trigger } from '../jobs/types.js';

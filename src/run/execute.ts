@@ -18,6 +18,7 @@ import { STATUS_ON_ABORT } from './body.js';
 import { DEFAULT_MAX_RESULT_BYTES } from './outcome.js';
 import { noEvents, type SchedulerObserver } from '../events/events.js';
 import { checkOnRead, monotonicMs } from './lease-proof.js';
+import type { PauseSource } from '../claim/claim.js';
 
 export interface AttemptResult {
   job: string;
@@ -67,7 +68,19 @@ export interface ExecutorOptions {
   events?: SchedulerObserver;
   /** Where ctx.once keeps its keys (none: ctx.once refuses). */
   onceStore?: OnceStore;
+  /** The jobs table, read again after a wait before the body longer than a tick (a jittered start); none: not read. */
+  pauses?: PauseSource;
 }
+
+/**
+ * A wait before the body (a jittered start) longer than this (one tick of the claim path) reads the
+ * pause again before the body starts: the claim read it at the instant, and "no body starts after
+ * `pause` returned plus one tick" must hold for a body that starts later than that too. Shorter waits
+ * (a period claimed 100 ms ahead, a small jitter) need no second read: the claim's read bounds them.
+ */
+export const PAUSE_RECHECK_AFTER_MS = 1000;
+/** That read is sent this long before the body's start, so that its round trip is off the fire path (as the claim is). */
+const PAUSE_READ_AHEAD_MS = 100;
 
 /** The outcome of an attempt aborted before its body began. */
 function notStarted(reason: AbortReason): RunOutcome {
@@ -113,10 +126,10 @@ export class Executor {
    * Runs one claimed attempt to its recorded end. Never throws. `claimSentAt` (monotonic) is when the
    * statement that claimed the row was sent: the store's lease runs from a moment after it.
    */
-  execute(job: Job, run: RunRecord, lease: Lease | null, onDone?: () => void, notBefore?: Date, claimSentAt?: number): Promise<AttemptResult> {
+  execute(job: Job, run: RunRecord, lease: Lease | null, onDone?: () => void, notBefore?: Date, claimSentAt?: number, options: { ignorePause?: boolean } = {}): Promise<AttemptResult> {
     const controller = new AbortController();
     if (this.abortedWith) controller.abort(this.abortedWith);
-    const done = this.attempt(job, run, lease, controller, notBefore, claimSentAt ?? performance.now()).finally(() => {
+    const done = this.attempt(job, run, lease, controller, notBefore, claimSentAt ?? performance.now(), options.ignorePause ?? false).finally(() => {
       this.inFlight.delete(run.id);
       onDone?.();
     });
@@ -177,27 +190,27 @@ export class Executor {
 
   private readonly writeWaiters = new Set<() => void>();
 
-  private async attempt(job: Job, run: RunRecord, lease: Lease | null, controller: AbortController, notBefore: Date | undefined, claimSentAt: number): Promise<AttemptResult> {
+  private async attempt(job: Job, run: RunRecord, lease: Lease | null, controller: AbortController, notBefore: Date | undefined, claimSentAt: number, ignorePause: boolean): Promise<AttemptResult> {
     const log = this.log.child({ job: job.name, periodKey: run.periodKey, runId: run.id, attempt: run.attempt, ...((job.shards ?? 1) > 1 ? { shard: run.shard } : {}) });
     // The lease is kept from the claim until the outcome has been written, not only while the body runs:
     // a finished run whose outcome waits for the store must not look abandoned meanwhile.
     const keeper = this.keepLease(job, run, lease, controller, log, claimSentAt);
     // A period claimed ahead of its instant starts at the instant (by the clock corrected to the
     // store's); the lease is kept meanwhile, and an abort meanwhile (shutdown, self-fencing) ends the wait.
-    const wait = notBefore ? notBefore.getTime() - (this.options.now ?? Date.now)() : 0;
-    if (wait > 0 && !controller.signal.aborted) {
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(done, wait);
-        function done() {
-          clearTimeout(timer);
-          controller.signal.removeEventListener('abort', done);
-          resolve();
-        }
-        controller.signal.addEventListener('abort', done, { once: true });
-      });
+    const now = this.options.now ?? Date.now;
+    const wait = notBefore ? notBefore.getTime() - now() : 0;
+    let paused: { reason: string | null } | null = null;
+    if (notBefore && wait > 0 && !controller.signal.aborted) {
+      // A wait longer than a tick (a jittered start): the pause is read again just before its end.
+      if (wait > PAUSE_RECHECK_AFTER_MS && this.options.pauses && !ignorePause) {
+        await this.waitUntil(notBefore.getTime() - PAUSE_READ_AHEAD_MS, controller.signal);
+        if (!controller.signal.aborted) paused = await this.pauseOf(job.name, log);
+      }
+      if (!paused) await this.waitUntil(notBefore.getTime(), controller.signal);
     }
-    const started = performance.now();
     const ref = { job: job.name, periodKey: run.periodKey, scheduledAt: run.scheduledAt, attempt: run.attempt, trigger: run.trigger, runId: run.id, ...(run.shard > 0 ? { shard: run.shard } : {}) };
+    if (paused && !controller.signal.aborted) return this.skipPaused(job, run, lease, log, keeper, paused.reason);
+    const started = performance.now();
     if (!controller.signal.aborted) {
       // A scheduled period's delay is from its instant; an owed or manual attempt's from its claim.
       // (A jittered period's from its jittered start.)
@@ -234,6 +247,56 @@ export class Executor {
     return {
       job: job.name, periodKey: run.periodKey, scheduledAt: run.scheduledAt, attempt: run.attempt, trigger: run.trigger,
       runId: run.id, shard: run.shard, status: written.status, result: outcome.result, error: outcome.error ?? null, durationMs, recorded: written.written, next: written.next,
+    };
+  }
+
+  /** Until `atMs` by the clock corrected to the store's, or an abort (shutdown, self-fencing). */
+  private waitUntil(atMs: number, signal: AbortSignal): Promise<void> {
+    const ms = atMs - (this.options.now ?? Date.now)();
+    if (ms <= 0 || signal.aborted) return Promise.resolve();
+    return new Promise<void>((resolve) => {
+      const timer = setTimeout(done, ms);
+      function done() {
+        clearTimeout(timer);
+        signal.removeEventListener('abort', done);
+        resolve();
+      }
+      signal.addEventListener('abort', done, { once: true });
+    });
+  }
+
+  /** The job's pause (one read of the jobs table), or null; a read that fails counts as not paused, as at the claim. */
+  private async pauseOf(name: string, log: Logger): Promise<{ reason: string | null } | null> {
+    try {
+      const row = (await this.options.pauses!.get([name])).get(name);
+      return row?.paused ? { reason: row.pausedReason } : null;
+    } catch (err) {
+      log.warn({ err: { message: errorMessage(err) } }, 'pause state not read before the jittered start: running as not paused');
+      return null;
+    }
+  }
+
+  /**
+   * The job was paused while the period waited for its jittered start: no body runs, and the row is
+   * recorded `skipped` (reason `paused`), as the claim records a period of a paused job.
+   */
+  private async skipPaused(job: Job, run: RunRecord, lease: Lease | null, log: Logger, keeper: { bodyDone(): void; stop(): void }, reason: string | null): Promise<AttemptResult> {
+    keeper.bodyDone();
+    const at = performance.now();
+    let written;
+    try {
+      written = await this.record(job, run, { status: 'skipped', reason: 'paused' }, log, at, at);
+    } finally {
+      keeper.stop();
+    }
+    if (lease) await lease.release();
+    if (written.written) {
+      log.info({ reason }, 'period skipped: the job was paused while it waited for its jittered start');
+      this.events.emit({ type: 'skipped', job: job.name, reason: 'paused', count: 1, first: run.scheduledAt, last: run.scheduledAt });
+    }
+    return {
+      job: job.name, periodKey: run.periodKey, scheduledAt: run.scheduledAt, attempt: run.attempt, trigger: run.trigger,
+      runId: run.id, shard: run.shard, status: written.status, error: null, durationMs: 0, recorded: written.written, next: written.next,
     };
   }
 

@@ -218,7 +218,7 @@ export class PeriodRunner {
         }
         return result;
       }
-      const outcome = await this.executor.execute(job, claim.run, claim.lease, claim.release, n === attempt ? options.notBefore : undefined, claim.sentAt);
+      const outcome = await this.executor.execute(job, claim.run, claim.lease, claim.release, n === attempt ? options.notBefore : undefined, claim.sentAt, { ignorePause: options.ignorePause });
       result.attempts.push(outcome);
       const next = outcome.next;
       if (!options.followOwed || !next || this.stopped) return result;

@@ -2,6 +2,8 @@
  * `pause` / `resume` with two real daemons on one PostgreSQL database (no Redis: the row decides):
  * an every-second job whose body appends one line per run, counted against the moment `pause`
  * returned; a job whose first attempt fails once, so that a retry is owed (pending) at pause time.
+ * Then one daemon on SQLite with a jittered job: a pause that lands while a claimed period waits for
+ * its jittered start stops its body too.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { writeFileSync } from 'node:fs';
@@ -10,6 +12,8 @@ import { createPostgresDb, type TestDatabase } from '../helpers/databases.js';
 import { waitFor } from '../helpers/redis.js';
 import { Workspace, type HistoryRun } from '../helpers/workspace.js';
 import { instantOf, waitForLog } from './cluster-scenario.js';
+import { jitterDelayMs } from '../../src/time/jitter.js';
+import { compileSchedule, nextPeriodAfter, periodKey } from '../../src/time/schedule.js';
 
 const TICK_JOB = `
 import { appendFileSync } from 'node:fs';
@@ -180,4 +184,66 @@ describe('pause and resume: 2 daemons on PostgreSQL', () => {
     expect(effects('flaky.txt').filter((e) => e.periodKey === owed.periodKey && e.attempt === 2)).toHaveLength(1);
     expect((JSON.parse((await cli('list', '--json')).stdout) as { jobs: Array<{ paused: unknown }> }).jobs.map((j) => j.paused)).toEqual([null, null]);
   }, 180_000);
+});
+
+describe('pause during a jittered wait: 1 daemon on SQLite', () => {
+  const JITTER_MS = 9000;
+  /** The body of the period waits this long after its instant: time to pause during the wait, past the bound. */
+  const MIN_DELAY_MS = 4000;
+  const MAX_DELAY_MS = 5000;
+  let ws: Workspace;
+  let daemon: Daemon | undefined;
+  afterAll(async () => {
+    await daemon?.stop('SIGTERM', 20_000);
+    ws?.cleanup();
+  }, 30_000);
+
+  it('the period was claimed at its instant, the pause returned more than 1 s before its jittered start: no body, the row is skipped (paused)', async () => {
+    ws = new Workspace('cron-pause-jitter-');
+    // Once a minute, at a second 4 s from now (the daemon starts meanwhile); the delay is derived
+    // from the period key, so a job name is chosen that gives that period a delay of 4-5 s.
+    const first = new Date(Math.ceil((Date.now() + 4000) / 1000) * 1000);
+    const expression = `${first.getUTCSeconds()} * * * * *`;
+    const schedule = compileSchedule(expression, 'UTC');
+    const delayOf = (name: string, at: Date) => jitterDelayMs(periodKey(name, at), JITTER_MS);
+    const fits = (name: string, at: Date) => delayOf(name, at) >= MIN_DELAY_MS && delayOf(name, at) <= MAX_DELAY_MS;
+    const name = Array.from({ length: 500 }, (_, i) => `jittered-${i}`).find((n) => fits(n, first))!;
+    ws.writeJob(`${name}.mjs`, `import { appendFileSync } from 'node:fs';
+export default {
+  schedule: '${expression}', jitter: '${JITTER_MS}ms',
+  run(ctx) { appendFileSync(process.env.SIDE_EFFECTS, ctx.periodKey + '\\n'); },
+};
+`);
+    const env = {
+      SCHEDULER_STORE: ws.sqliteStore(), SCHEDULER_JOBS_DIR: ws.jobsDir, SCHEDULER_NODE_ID: 'jitter-node', SCHEDULER_LOG_LEVEL: 'debug',
+      SCHEDULER_LOG_FORMAT: 'json', SIDE_EFFECTS: ws.path('bodies.txt'),
+    };
+    daemon = new Daemon([], { cwd: ws.dir, env });
+    await waitForLog(daemon, 'the daemon to schedule', 'scheduler started');
+    // That period, or (a daemon slow to start) the next one that fits, a minute or more later.
+    let period = first;
+    while (period.getTime() < Date.now() + 300 || !fits(name, period)) period = nextPeriodAfter(schedule, period)!;
+    const key = periodKey(name, period);
+    const delayMs = delayOf(name, period);
+    // Claimed (the row won) at its instant, before the pause.
+    const won = (l: Record<string, unknown>) => l.msg === 'event claim' && (l.event as { periodKey: string }).periodKey === key && (l.event as { outcome: string }).outcome === 'won';
+    await waitFor('the claim of the period', () => daemon!.logs().some(won), 150_000, 25);
+    const pause = await runCli(['pause', name, '--reason', 'during the jitter'], { cwd: ws.dir, env });
+    const returnedAt = Date.now();
+    expect(pause.code, pause.stderr).toBe(0);
+    // The body's start is past the bound (pause returned + 1 s): it must not start.
+    expect(returnedAt + 1000, `pause returned too late to test (the body starts ${delayMs} ms after the instant)`).toBeLessThan(period.getTime() + delayMs);
+
+    const row = await waitFor('the period recorded', async () => {
+      const r = await runCli(['history', name, '--json', '--limit', '100'], { cwd: ws.dir, env });
+      const found = (JSON.parse(r.stdout) as HistoryRun[]).find((x) => x.periodKey === key);
+      return found && found.status !== 'running' ? found : false;
+    }, 30_000, 250);
+    expect([row.status, row.reason, row.attempt, row.trigger]).toEqual(['skipped', 'paused', 1, 'schedule']);
+    // Past the jittered start, no body of that period ran.
+    await waitFor('the jittered start to pass', () => Date.now() > period.getTime() + delayMs + 500, 15_000, 50);
+    expect(ws.lines('bodies.txt')).not.toContain(key);
+    expect(daemon.logs().find((l) => l.msg === 'period skipped: the job was paused while it waited for its jittered start')).toMatchObject({ job: name, periodKey: key, reason: 'during the jitter' });
+    expect(daemon.logs().some((l) => l.msg === 'event run-started' && (l.event as { periodKey: string }).periodKey === key)).toBe(false);
+  }, 240_000);
 });

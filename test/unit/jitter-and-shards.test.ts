@@ -1,9 +1,18 @@
 /**
  * `jitter` and `shards` as job fields: the jitter's derivation (the same on every call and node,
  * spread over [0, jitter)), the validation of both fields (one line naming file and field), and how
- * history and the status page show a period's shards together.
+ * history and the status page show a period's shards together; the pause read again after a wait
+ * for a jittered start longer than a tick (an executor on a real SQLite store).
  */
-import { describe, expect, it } from 'vitest';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pino from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Executor } from '../../src/run/execute.js';
+import { KnexRunStore } from '../../src/store/runs.js';
+import type { JobRecord } from '../../src/store/types.js';
+import type { Job } from '../../src/jobs/types.js';
 import { validateJob } from '../../src/jobs/validate.js';
 import { compileSchedule, periodKey } from '../../src/time/schedule.js';
 import { jitterDelayMs, shortestGapMs } from '../../src/time/jitter.js';
@@ -141,3 +150,74 @@ describe('a period\'s shards shown together', () => {
     expect(plain).not.toContain('<th>shard</th>');
   });
 });
+
+describe('a wait before the body longer than a tick reads the pause again', () => {
+  let dir: string;
+  let store: KnexRunStore;
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'jitter-pause-'));
+    store = await KnexRunStore.open({ kind: 'sqlite', path: join(dir, 's.db'), url: `sqlite:${join(dir, 's.db')}` });
+    await store.migrate();
+  });
+  afterAll(async () => {
+    await store.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  /** The jobs table as the executor reads it: paused or not, each read timed. */
+  function pauses(paused: () => boolean) {
+    const reads: number[] = [];
+    return {
+      reads,
+      get: async (names: string[]) => {
+        reads.push(Date.now());
+        return new Map(names.map((name) => [name, { name, paused: paused(), pausedReason: paused() ? 'incident' : null } as JobRecord]));
+      },
+    };
+  }
+
+  async function attempt(name: string, waitMs: number, source: ReturnType<typeof pauses>, ignorePause = false) {
+    let ran = 0;
+    const job = { name, timeoutMs: null, lockTtlMs: 30_000, retries: 0, retryDelayMs: 1000, run: () => { ran++; } } as unknown as Job;
+    const at = new Date(Math.floor(Date.now() / 1000) * 1000);
+    const inserted = await store.insertRun({ job: name, scheduledAt: at, periodKey: periodKey(name, at), attempt: 1, trigger: 'schedule', nodeId: 'n1', leaseMs: 30_000 });
+    if (inserted.outcome !== 'inserted') throw new Error('setup: the row was not inserted');
+    const executor = new Executor(store, 'n1', pino({ level: 'silent' }), { pauses: source });
+    const startAt = Date.now() + waitMs;
+    const result = await executor.execute(job, inserted.run, null, undefined, new Date(startAt), undefined, { ignorePause });
+    const [row] = await store.periodRuns(name, at);
+    return { result, row: row!, ran, startAt };
+  }
+
+  it('a wait of 1.5 s: the pause that landed meanwhile is read ~100 ms before the start; no body, the row skipped (paused)', async () => {
+    let paused = false;
+    const source = pauses(() => paused);
+    setTimeout(() => (paused = true), 300);
+    const { result, row, ran, startAt } = await attempt('jitter-paused', 1500, source);
+    expect(ran).toBe(0);
+    expect(source.reads).toHaveLength(1);
+    expect(startAt - source.reads[0]!).toBeGreaterThanOrEqual(50);
+    expect(startAt - source.reads[0]!).toBeLessThan(400);
+    expect(result).toMatchObject({ status: 'skipped', recorded: true, next: null });
+    expect([row.status, row.reason]).toEqual(['skipped', 'paused']);
+  });
+
+  it('a wait of 1.5 s with no pause: one read, the body runs at its start', async () => {
+    const source = pauses(() => false);
+    const { result, ran } = await attempt('jitter-free', 1500, source);
+    expect(source.reads).toHaveLength(1);
+    expect([ran, result.status]).toEqual([1, 'succeeded']);
+  });
+
+  it('a wait of a tick or less (a period claimed ahead, a small jitter), or a forced run: no read (the claim read it); the body runs', async () => {
+    const short = pauses(() => true);
+    const a = await attempt('jitter-short', 600, short);
+    expect(short.reads).toEqual([]);
+    expect([a.ran, a.result.status]).toEqual([1, 'succeeded']);
+    const forced = pauses(() => true);
+    const b = await attempt('jitter-forced', 1500, forced, true);
+    expect(forced.reads).toEqual([]);
+    expect([b.ran, b.result.status]).toEqual([1, 'succeeded']);
+  });
+});
+
