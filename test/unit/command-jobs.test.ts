@@ -7,7 +7,7 @@ import { chmodSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import pino from 'pino';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it, vi } from 'vitest';
 import { defineJob } from '../../src/index.js';
 import { loadJobs } from '../../src/jobs/load.js';
 import { validateJob } from '../../src/jobs/validate.js';
@@ -211,6 +211,26 @@ describe('the process group of a command (real processes)', () => {
     expect(ended.stopped).toEqual({ reason: 'lease-lost', text: 'SIGTERM not heeded: the process group was killed (SIGKILL) after 200ms' });
     expect(ended.output).toBe(`pgid ${pgid}\n`);
     expect(groupMembers(pgid)).toEqual([]);
+  });
+
+  it('while a command runs nothing polls (no timer is armed, however long it runs); the run ends as soon as the leader exits', async () => {
+    const realSetTimeout = globalThis.setTimeout;
+    const realSleep = (ms: number) => new Promise((r) => realSetTimeout(r, ms));
+    const { log } = logger();
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval'] });
+    try {
+      const started = performance.now();
+      const run = runCommand({ spec: spec('sleep 0.5', 10_000), vars: {}, log, signal: new AbortController().signal });
+      await realSleep(50);
+      // An hour of the command's life on the fake clock: a wait that polled would have re-armed its timer.
+      await vi.advanceTimersByTimeAsync(3_600_000);
+      expect(vi.getTimerCount()).toBe(0);
+      const ended = await run;
+      expect(ended).toMatchObject({ exitCode: 0, stopped: null });
+      expect(performance.now() - started).toBeLessThan(3000);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it('a command that exits leaving a child in its group: the child is stopped before the end is reported', async () => {

@@ -228,7 +228,8 @@ export function runCommand(run: CommandRun): Promise<CommandEnded> {
     let killAt = Infinity;
     let killedWith: 'SIGTERM' | 'SIGKILL' | null = null;
     let stopping: Promise<void> | undefined;
-    let stopDone = false;
+    let stopEndedWake = () => {};
+    const stopEnded = new Promise<void>((r) => (stopEndedWake = r));
     const stopGroup = (graceMs: number): Promise<void> => {
       killAt = Math.min(killAt, performance.now() + graceMs);
       // While the leader has not exited the group is there (no /proc scan needed); after, strays may be.
@@ -252,9 +253,7 @@ export function runCommand(run: CommandRun): Promise<CommandEnded> {
             return;
           }
         }
-      })().finally(() => {
-        stopDone = true;
-      });
+      })().finally(() => stopEndedWake());
       return stopping;
     };
 
@@ -278,7 +277,8 @@ export function runCommand(run: CommandRun): Promise<CommandEnded> {
 
     void (async () => {
       // An abort's stop may end without the leader's exit event (a process in uninterruptible sleep).
-      while (!exited && !stopDone) await Promise.race([exitedNow, sleep(50)]);
+      // One race, no polling: a command may run for hours, and each poll would leave a handler on exitedNow.
+      await Promise.race([exitedNow, stopEnded]);
       // Whatever the leader left in its group goes too (an abort has brought killAt nearer already).
       if (!ended.stopped && groupAlive(pid)) log.warn({ pid }, 'the command exited but left processes in its group: stopping them');
       await stopGroup(spec.killAfterMs);
