@@ -105,15 +105,18 @@ describe.concurrent('command jobs', () => {
     ws.writeJob('stray.yaml', "schedule: '* * * * * *'\ncommand: [./stray.sh]\n");
     ws.writeJob('stubborn.yaml', `schedule: '* * * * * *'\ntimeout: 1s\nkillAfter: 1s\ncommand: "trap '' TERM; sleep 300 & echo \\"pgid $$\\"; sleep 60"\n`);
     ws.writeJob('long.yaml', "schedule: '* * * * * *'\nkillAfter: 5s\ncommand: 'echo \"pgid $$\"; sleep 30'\n");
+    // Exits at once leaving a child that ignores SIGTERM: its timeout fires while the child is being
+    // stopped (SIGKILL 3 s after the exit); the run is the leader's exit 0, once, not a timeout retried.
+    ws.writeJob('lingering.yaml', `schedule: '* * * * * *'\ntimeout: 1s\nkillAfter: 3s\nretries: 2\ncommand: "(trap '' TERM; sleep 30) & echo done; exit 0"\n`);
 
     const valid = await runCli(['validate'], { cwd: ws.dir, env: envOf(ws) });
-    expect(valid.stdout + valid.stderr).toContain('ok: 7 job(s) valid');
+    expect(valid.stdout + valid.stderr).toContain('ok: 8 job(s) valid');
     expect(valid.code).toBe(0);
 
     const daemon = new Daemon([], { cwd: ws.dir, env: envOf(ws, { SCHEDULER_GRACE_PERIOD: '1s' }) });
     made.push({ ws, daemon });
 
-    const [env, exit3, signal, big, stray, stubborn] = await Promise.all(['env-check', 'exit3', 'signal', 'big', 'stray', 'stubborn'].map((j) => firstFinal(ws, j)));
+    const [env, exit3, signal, big, stray, stubborn, lingering] = await Promise.all(['env-check', 'exit3', 'signal', 'big', 'stray', 'stubborn', 'lingering'].map((j) => firstFinal(ws, j)));
     // Recorded only once the group was gone: nothing of it is left when the row says it ended.
     const strayGroup = groupMembers(pgidOf(stray!));
     const stubbornGroup = groupMembers(pgidOf(stubborn!));
@@ -138,6 +141,9 @@ describe.concurrent('command jobs', () => {
     expect(daemon.logs().filter((l) => l.job === 'big' && l.stream === 'stdout' && l.runId === big!.id).map((l) => [String(l.msg).length, l.cut])).toEqual([[4096, true], [3, undefined]]);
 
     expect(stray).toMatchObject({ status: 'succeeded', result: { exitCode: 0 } });
+    expect(lingering).toMatchObject({ status: 'succeeded', result: { exitCode: 0 }, error: null, output: 'done\n', attempt: 1 });
+    expect(lingering!.durationMs).toBeGreaterThanOrEqual(2900);
+    expect(rows(ws, 'lingering').filter((r) => r.periodKey === lingering!.periodKey).map((r) => [r.attempt, r.status])).toEqual([[1, 'succeeded']]);
     expect(stubborn).toMatchObject({ status: 'timed_out', error: 'timed out after 1000ms; SIGTERM not heeded: the process group was killed (SIGKILL) after 1s' });
     // timeout 1 s, then killAfter 1 s before SIGKILL: the outcome came after both.
     expect(stubborn!.durationMs).toBeGreaterThanOrEqual(1900);

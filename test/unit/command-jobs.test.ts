@@ -233,6 +233,33 @@ describe('the process group of a command (real processes)', () => {
     }
   });
 
+  it('an abort after the leader exited (while its leftovers are stopped) does not override the exit; a lost lease only hurries their SIGKILL', async () => {
+    const lingering = "(trap '' TERM; sleep 30) & echo done; exit 0";
+    for (const reason of ['timeout', 'shutdown'] as const) {
+      const { log } = logger();
+      const controller = new AbortController();
+      const exitedAt: number[] = [];
+      const run = runCommand({ spec: spec(lingering, 1500), vars: {}, log, signal: controller.signal, onExit: () => exitedAt.push(performance.now()) });
+      await new Promise((r) => setTimeout(r, 500));
+      expect(exitedAt, 'the leader exited at once').toHaveLength(1);
+      controller.abort(reason);
+      const ended = await run;
+      expect(ended, reason).toMatchObject({ exitCode: 0, exitSignal: null, stopped: null, output: 'done\n' });
+      // The leftover ignored SIGTERM: SIGKILL came at the leader's exit + killAfter, not sooner.
+      expect(performance.now() - exitedAt[0]!).toBeGreaterThanOrEqual(1450);
+    }
+    const { log } = logger();
+    const controller = new AbortController();
+    const leaseGone = new AbortController();
+    const run = runCommand({ spec: spec(lingering, 10_000), vars: {}, log, signal: controller.signal, leaseGone: leaseGone.signal, leaseLostGraceMs: 200 });
+    await new Promise((r) => setTimeout(r, 300));
+    const lostAt = performance.now();
+    leaseGone.abort();
+    controller.abort('lease-lost');
+    expect(await run).toMatchObject({ exitCode: 0, stopped: null });
+    expect(performance.now() - lostAt).toBeLessThan(3000);
+  });
+
   it('a command that exits leaving a child in its group: the child is stopped before the end is reported', async () => {
     const { log, lines } = logger();
     const ended = await runCommand({ spec: spec('sleep 30 & echo "pgid $$"; echo done >&2', 10_000), vars: { SCHEDULER_JOB: 'x' }, log, signal: new AbortController().signal });

@@ -40,6 +40,8 @@ export interface CommandRun {
   leaseGone?: AbortSignal;
   /** The grace after a 'lease-lost' abort, at most (default: killAfter). */
   leaseLostGraceMs?: number;
+  /** Called when the leader exits: from then on the run's outcome is its exit (the caller's timeout no longer applies). */
+  onExit?: () => void;
 }
 
 export interface CommandEnded {
@@ -206,6 +208,7 @@ export function runCommand(run: CommandRun): Promise<CommandEnded> {
       ended.exitCode = code;
       ended.exitSignal = sig;
       exitedWake();
+      run.onExit?.();
     });
     child.on('close', () => {
       closed = true;
@@ -261,16 +264,24 @@ export function runCommand(run: CommandRun): Promise<CommandEnded> {
     const leaseGrace = Math.min(spec.killAfterMs, run.leaseLostGraceMs ?? spec.killAfterMs);
     const onAbort = () => {
       const reason = signal.reason as AbortReason;
-      abortGrace = reason === 'lease-lost' || run.leaseGone?.aborted ? leaseGrace : spec.killAfterMs;
+      const leaseLost = reason === 'lease-lost' || run.leaseGone?.aborted === true;
+      // The leader has exited: the outcome is its exit, whatever comes while its leftovers are stopped
+      // or its pipes drain (a timeout, a shutdown); a lost lease only brings their SIGKILL nearer.
+      if (exited) {
+        if (leaseLost) void stopGroup(leaseGrace);
+        return;
+      }
+      abortGrace = leaseLost ? leaseGrace : spec.killAfterMs;
       ended.stopped = { reason, text: '' };
       void stopGroup(abortGrace);
     };
     signal.addEventListener('abort', onAbort, { once: true });
-    // The lease lost while the group is being stopped (its killAfter after a timeout): another node
-    // may start the next attempt once the lease runs out in the store, so the group goes sooner.
+    // The lease lost while the group is being stopped (its killAfter after a timeout, or the leader's
+    // leftovers): another node may start the next attempt once the lease runs out in the store, so the
+    // group goes sooner.
     const onLeaseGone = () => {
-      if (!ended.stopped) return;
-      abortGrace = Math.min(abortGrace, leaseGrace);
+      if (!ended.stopped && !exited) return;
+      if (ended.stopped) abortGrace = Math.min(abortGrace, leaseGrace);
       void stopGroup(leaseGrace);
     };
     run.leaseGone?.addEventListener('abort', onLeaseGone, { once: true });
