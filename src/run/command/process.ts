@@ -11,7 +11,9 @@
  * When the Node process exits (a second signal, the end of a one-shot command), groups still alive
  * are sent SIGKILL synchronously (see killLiveGroups). In a process that leaves SIGTERM, SIGINT and
  * SIGHUP to their default action (every command but `run`, whose shutdown aborts the runs), such a
- * signal first stops the live groups (SIGTERM, SIGKILL after their killAfter), then is raised again.
+ * signal first stops the live groups (SIGTERM, SIGKILL after their killAfter), then is raised again;
+ * the runs it ended write no outcome (their rows are left to the takeover, as when the signal ends a
+ * JavaScript body).
  */
 import { spawn } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
@@ -72,12 +74,15 @@ export function killLiveGroups(): void {
 
 const FATAL: NodeJS.Signals[] = ['SIGTERM', 'SIGINT', 'SIGHUP'];
 const fatalHandlers = new Map<NodeJS.Signals, () => void>();
+/** Set once such a signal came: this process ends by it as soon as the groups are gone. */
+let endingBySignal = false;
 
 /** While groups are alive: a signal whose default action would end this process stops them first. */
 function guardFatalSignals(): void {
   for (const sig of FATAL) {
     if (fatalHandlers.has(sig) || process.listenerCount(sig) > 0) continue;
     const handler = () => {
+      endingBySignal = true;
       for (const [s, h] of fatalHandlers) process.off(s, h);
       fatalHandlers.clear();
       for (const pgid of liveGroups) signalGroup(pgid, 'SIGTERM');
@@ -309,6 +314,11 @@ export function runCommand(run: CommandRun): Promise<CommandEnded> {
         ended.stopped.text = killedWith === 'SIGKILL' ? `SIGTERM not heeded: the process group was killed (SIGKILL) after ${grace}`
           : killedWith === 'SIGTERM' ? 'the process group ended on SIGTERM' : 'the command had ended';
       }
+      // The signal, not the command, ended the leader: no outcome is written (a command's death
+      // would read as its failure and owe a retry), as for a JavaScript body that such a signal ends.
+      // The row stays running and is taken over once its lease runs out; this process ends by the
+      // signal as soon as every group is gone.
+      if (endingBySignal) return;
       resolve(finish());
     })();
   });
