@@ -107,7 +107,8 @@ describe.concurrent('command jobs', () => {
     ws.writeJob('long.yaml', "schedule: '* * * * * *'\nkillAfter: 5s\ncommand: 'echo \"pgid $$\"; sleep 30'\n");
     // Exits at once leaving a child that ignores SIGTERM: its timeout fires while the child is being
     // stopped (SIGKILL 3 s after the exit); the run is the leader's exit 0, once, not a timeout retried.
-    ws.writeJob('lingering.yaml', `schedule: '* * * * * *'\ntimeout: 1s\nkillAfter: 3s\nretries: 2\ncommand: "(trap '' TERM; sleep 30) & echo done; exit 0"\n`);
+    // (The pause lets the child set its trap before the exit brings the SIGTERM.)
+    ws.writeJob('lingering.yaml', `schedule: '* * * * * *'\ntimeout: 1s\nkillAfter: 3s\nretries: 2\ncommand: "(trap '' TERM; sleep 30) & sleep 0.3; echo done; exit 0"\n`);
 
     const valid = await runCli(['validate'], { cwd: ws.dir, env: envOf(ws) });
     expect(valid.stdout + valid.stderr).toContain('ok: 8 job(s) valid');
@@ -142,7 +143,7 @@ describe.concurrent('command jobs', () => {
 
     expect(stray).toMatchObject({ status: 'succeeded', result: { exitCode: 0 } });
     expect(lingering).toMatchObject({ status: 'succeeded', result: { exitCode: 0 }, error: null, output: 'done\n', attempt: 1 });
-    expect(lingering!.durationMs).toBeGreaterThanOrEqual(2900);
+    expect(lingering!.durationMs).toBeGreaterThanOrEqual(3200);
     expect(rows(ws, 'lingering').filter((r) => r.periodKey === lingering!.periodKey).map((r) => [r.attempt, r.status])).toEqual([[1, 'succeeded']]);
     expect(stubborn).toMatchObject({ status: 'timed_out', error: 'timed out after 1000ms; SIGTERM not heeded: the process group was killed (SIGKILL) after 1s' });
     // timeout 1 s, then killAfter 1 s before SIGKILL: the outcome came after both.

@@ -234,14 +234,15 @@ describe('the process group of a command (real processes)', () => {
   });
 
   it('an abort after the leader exited (while its leftovers are stopped) does not override the exit; a lost lease only hurries their SIGKILL', async () => {
-    const lingering = "(trap '' TERM; sleep 30) & echo done; exit 0";
+    // The pause lets the child set its trap before the leader's exit brings the SIGTERM.
+    const lingering = "(trap '' TERM; sleep 30) & sleep 0.3; echo done; exit 0";
     for (const reason of ['timeout', 'shutdown'] as const) {
       const { log } = logger();
       const controller = new AbortController();
       const exitedAt: number[] = [];
       const run = runCommand({ spec: spec(lingering, 1500), vars: {}, log, signal: controller.signal, onExit: () => exitedAt.push(performance.now()) });
-      await new Promise((r) => setTimeout(r, 500));
-      expect(exitedAt, 'the leader exited at once').toHaveLength(1);
+      await new Promise((r) => setTimeout(r, 800));
+      expect(exitedAt, 'the leader exited').toHaveLength(1);
       controller.abort(reason);
       const ended = await run;
       expect(ended, reason).toMatchObject({ exitCode: 0, exitSignal: null, stopped: null, output: 'done\n' });
@@ -252,7 +253,7 @@ describe('the process group of a command (real processes)', () => {
     const controller = new AbortController();
     const leaseGone = new AbortController();
     const run = runCommand({ spec: spec(lingering, 10_000), vars: {}, log, signal: controller.signal, leaseGone: leaseGone.signal, leaseLostGraceMs: 200 });
-    await new Promise((r) => setTimeout(r, 300));
+    await new Promise((r) => setTimeout(r, 800));
     const lostAt = performance.now();
     leaseGone.abort();
     controller.abort('lease-lost');
