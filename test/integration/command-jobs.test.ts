@@ -196,10 +196,14 @@ describe.concurrent('command jobs', () => {
     ws.writeJob('no-command.yml', "schedule: '@daily'\n");
     ws.writeJob('syntax.yaml', "schedule: '@daily'\ncommand: [a, b\n");
     ws.writeJob('syntax.json', '{ "schedule": "@daily",\n  "command": "true" "x" }');
+    // A syntax error next to a token: the line says where, not what is there.
+    ws.writeJob('secret.json', '{ "schedule": "@daily", "command": "true",\n  "env": { "TOKEN": hunter2sec } }');
+    ws.writeJob('secret.yaml', "schedule: '@daily'\ncommand: 'true'\nenv:\n  PASSWORD: *Pa55word\n");
     const r = await runCli(['validate'], { cwd: ws.dir, env: envOf(ws) });
     expect(r.code).toBe(2);
+    expect(r.stdout + r.stderr).not.toMatch(/hunter|Pa55/);
     const lines = r.stdout.trim().split('\n');
-    expect(lines).toHaveLength(8);
+    expect(lines).toHaveLength(10);
     const line = (file: string) => {
       const hits = lines.filter((l) => l.startsWith(`jobs/${file}: `));
       expect(hits, `${file} in\n${lines.join('\n')}`).toHaveLength(1);
@@ -213,6 +217,8 @@ describe.concurrent('command jobs', () => {
     expect(line('no-command.yml')).toMatch(/field 'command' = undefined: expected a shell command string or an argv array: a \.yml job file defines a command job/);
     expect(line('syntax.yaml')).toMatch(/cannot be loaded: invalid YAML at line \d+, column \d+: /);
     expect(line('syntax.json')).toMatch(/cannot be loaded: invalid JSON at line 2, column \d+: /);
+    expect(line('secret.json')).toBe('jobs/secret.json: cannot be loaded: invalid JSON at line 2, column 21: Unexpected character');
+    expect(line('secret.yaml')).toBe('jobs/secret.yaml: cannot be loaded: invalid YAML at line 4, column 13: an alias with no anchor: quote values starting with *');
     const list = await runCli(['list', '--json'], { cwd: ws.dir, env: envOf(ws) });
     expect(list.code).toBe(2);
     expect((JSON.parse(list.stdout) as { jobs: Array<{ name: string }> }).jobs.map((j) => j.name)).toEqual(['ok']);

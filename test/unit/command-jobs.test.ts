@@ -131,6 +131,23 @@ describe('.json and .yaml job files through the loader', () => {
   });
 });
 
+describe('a job file with a secret in it that cannot be parsed', () => {
+  it('the problem line names where, never a piece of the file (JSON excerpts, YAML alias names)', async () => {
+    const jobs = tempDir();
+    writeFileSync(join(jobs, 'unquoted.json'), '{\n  "schedule": "@daily",\n  "command": "true",\n  "env": {"TOKEN":hunter2sec}\n}\n');
+    writeFileSync(join(jobs, 'excerpt.json'), '{"env": {"TOKEN": "hunter2sec"}} hunter2sec');
+    writeFileSync(join(jobs, 'alias.yaml'), "schedule: '@daily'\ncommand: 'true'\nenv:\n  PASSWORD: *Pa55word\n");
+    const loaded = await loadJobs(jobs, 'UTC', { cwd: jobs });
+    const problems = Object.fromEntries(loaded.invalid.map((i) => [i.file, i.problems]));
+    expect(problems).toEqual({
+      'unquoted.json': ['unquoted.json: cannot be loaded: invalid JSON at line 4, column 19: Unexpected character'],
+      'excerpt.json': ['excerpt.json: cannot be loaded: invalid JSON at line 1, column 34: Unexpected non-whitespace character after JSON'],
+      'alias.yaml': ['alias.yaml: cannot be loaded: invalid YAML at line 4, column 13: an alias with no anchor: quote values starting with *'],
+    });
+    for (const lines of Object.values(problems)) for (const l of lines) expect(l).not.toMatch(/hunter|Pa55/);
+  });
+});
+
 describe('the end of a command as recorded', () => {
   const end = (o: Partial<CommandEnded>): CommandEnded => ({ pid: 1, exitCode: null, exitSignal: null, startError: null, stopped: null, output: 'out', lastStderrLine: null, ...o });
   it('exit 0 succeeds with { exitCode: 0 }; another code or a signal fails, with the last stderr line', () => {
