@@ -278,6 +278,25 @@ describe('the process group of a command (real processes)', () => {
     expect(performance.now() - lostAt).toBeLessThan(3000);
   });
 
+  it('leftovers that ignore SIGTERM are looked at every 25 ms for a second, then every 250 ms; SIGKILL still comes at killAfter', async () => {
+    const { log } = logger();
+    const exitedAt: number[] = [];
+    const timer = vi.spyOn(globalThis, 'setTimeout');
+    try {
+      const ended = await runCommand({ spec: spec("(trap '' TERM; sleep 30) & sleep 0.3; exit 0", 3000), vars: {}, log, signal: new AbortController().signal, onExit: () => exitedAt.push(performance.now()) });
+      expect(ended).toMatchObject({ exitCode: 0, stopped: null });
+      const took = performance.now() - exitedAt[0]!;
+      expect(took).toBeGreaterThanOrEqual(2950);
+      expect(took).toBeLessThan(3600);
+      // Each look scans /proc: 25 ms polling over the 3 s would be 120 of them.
+      const looks = timer.mock.calls.filter(([, ms]) => typeof ms === 'number' && ms > 0 && ms <= 250);
+      expect(looks.length).toBeGreaterThan(8);
+      expect(looks.length).toBeLessThan(60);
+    } finally {
+      timer.mockRestore();
+    }
+  });
+
   it('a command that exits leaving a child in its group: the child is stopped before the end is reported', async () => {
     const { log, lines } = logger();
     const ended = await runCommand({ spec: spec('sleep 30 & echo "pgid $$"; echo done >&2', 10_000), vars: { SCHEDULER_JOB: 'x' }, log, signal: new AbortController().signal });

@@ -24,8 +24,10 @@ import { OutputTail, streamLoggers } from './output.js';
 
 /** After SIGKILL, how long the group may take to be gone before the run is ended anyway (a process in uninterruptible sleep). */
 const AFTER_KILL_MS = 5000;
-/** How often a group that was signalled is looked at. */
+/** How often a group that was signalled is looked at: often at first (most end at once on SIGTERM), then less (each look after the leader's exit scans /proc). */
 const POLL_MS = 25;
+const POLL_SLOW_MS = 250;
+const POLL_FAST_FOR_MS = 1000;
 /** After the group is gone, how long its pipes may take to deliver what is left in them. */
 const DRAIN_MS = 1000;
 
@@ -246,9 +248,13 @@ export function runCommand(run: CommandRun): Promise<CommandEnded> {
         if (!alive()) return;
         killedWith = 'SIGTERM';
         signalGroup(pid, 'SIGTERM');
+        const termSent = performance.now();
         let killSent = Infinity;
         for (;;) {
-          await sleep(POLL_MS);
+          const before = performance.now();
+          const every = before - termSent < POLL_FAST_FOR_MS ? POLL_MS : POLL_SLOW_MS;
+          // No later than the SIGKILL is due.
+          await sleep(killSent === Infinity ? Math.max(1, Math.min(every, killAt - before)) : every);
           if (!alive()) return;
           const now = performance.now();
           if (killSent === Infinity && now >= killAt) {
