@@ -255,13 +255,15 @@ describe.concurrent('command jobs', () => {
     expect(run!.output).toMatch(/cleanup-tmp: cleanup-tmp@\S+ \(attempt 1\): files older than 7 days in .*\ncleanup-tmp: deleted 2 file\(s\)\n$/);
   });
 
-  it('run-once stopped by SIGTERM stops its commands\' groups first (SIGTERM, SIGKILL after killAfter), writes no outcome, then ends by the signal', async () => {
+  it('run-once stopped by SIGTERM stops its commands\' groups first (SIGTERM, SIGKILL after each one\'s killAfter), writes no outcome, then ends by the signal', async () => {
     const ws = new Workspace('cron-cmd-signal-');
     made.push({ ws });
     ws.writeJob('stubborn.yaml', `schedule: '@daily'\nkillAfter: 1s\ncommand: "trap '' TERM; sleep 300 & echo \\"pgid $$\\"; sleep 60"\n`);
     // Ends on the SIGTERM at once: its death is the signal's doing, not a failure that owes a retry.
     ws.writeJob('plain.yaml', `schedule: '@daily'\nretries: 2\ncommand: 'echo "pgid $$"; sleep 60'\n`);
-    const proc = spawn(process.execPath, [BIN, 'run-once', 'stubborn', 'plain'], { cwd: ws.dir, env: cleanEnv(envOf(ws)), stdio: ['ignore', 'pipe', 'pipe'] });
+    // Ignores SIGTERM too, with a longer killAfter: its own, not stubborn's.
+    ws.writeJob('patient.yaml', `schedule: '@daily'\nkillAfter: 3s\ncommand: "trap '' TERM; echo \\"pgid $$\\"; sleep 60"\n`);
+    const proc = spawn(process.execPath, [BIN, 'run-once', 'stubborn', 'plain', 'patient'], { cwd: ws.dir, env: cleanEnv(envOf(ws)), stdio: ['ignore', 'pipe', 'pipe'] });
     let stderr = '';
     proc.stderr.on('data', (d) => (stderr += d));
     const exited = new Promise<NodeJS.Signals | null>((r) => proc.on('exit', (_code, sig) => r(sig)));
@@ -269,15 +271,23 @@ describe.concurrent('command jobs', () => {
       const line = stderr.split('\n').find((l) => l.includes(`"job":"${job}"`) && /"msg":"pgid \d+"/.test(l));
       return line ? Number(/"msg":"pgid (\d+)"/.exec(line)![1]) : undefined;
     }, 20_000, 50);
-    const [pgid, plainPgid] = [await pgidOfJob('stubborn'), await pgidOfJob('plain')];
+    const [pgid, plainPgid, patientPgid] = [await pgidOfJob('stubborn'), await pgidOfJob('plain'), await pgidOfJob('patient')];
     expect(groupMembers(pgid).length).toBeGreaterThanOrEqual(2);
+    const killedAt = performance.now();
     proc.kill('SIGTERM');
+    await waitFor('the stubborn group gone', () => groupMembers(pgid).length === 0 || undefined, 10_000, 50);
+    const stubbornGone = performance.now() - killedAt;
+    expect(stubbornGone).toBeGreaterThanOrEqual(950);
+    expect(groupMembers(patientPgid).length, 'the patient group after stubborn\'s killAfter').toBeGreaterThan(0);
     expect(await exited).toBe('SIGTERM');
+    expect(performance.now() - killedAt).toBeGreaterThanOrEqual(2950);
     expect(groupMembers(pgid)).toEqual([]);
     expect(groupMembers(plainPgid)).toEqual([]);
+    expect(groupMembers(patientPgid)).toEqual([]);
     // No outcome is written, as for a run-once whose JavaScript body a signal ends: the rows stay
     // running and are taken over once their lease runs out.
     expect(rows(ws, 'stubborn').map((r) => [r.attempt, r.status, r.error])).toEqual([[1, 'running', null]]);
     expect(rows(ws, 'plain').map((r) => [r.attempt, r.status, r.error])).toEqual([[1, 'running', null]]);
+    expect(rows(ws, 'patient').map((r) => [r.attempt, r.status, r.error])).toEqual([[1, 'running', null]]);
   });
 });

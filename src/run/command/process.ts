@@ -11,9 +11,9 @@
  * When the Node process exits (a second signal, the end of a one-shot command), groups still alive
  * are sent SIGKILL synchronously (see killLiveGroups). In a process that leaves SIGTERM, SIGINT and
  * SIGHUP to their default action (every command but `run`, whose shutdown aborts the runs), such a
- * signal first stops the live groups (SIGTERM, SIGKILL after their killAfter), then is raised again;
- * the runs it ended write no outcome (their rows are left to the takeover, as when the signal ends a
- * JavaScript body).
+ * signal first stops the live groups (SIGTERM, SIGKILL after each one's killAfter, 10 s at most), then
+ * is raised again; the runs it ended write no outcome (their rows are left to the takeover, as when
+ * the signal ends a JavaScript body).
  */
 import { spawn } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
@@ -75,6 +75,8 @@ export function killLiveGroups(): void {
 }
 
 const FATAL: NodeJS.Signals[] = ['SIGTERM', 'SIGINT', 'SIGHUP'];
+/** After such a signal, a group's killAfter is cut to this. */
+const SIGNAL_GRACE_MAX_MS = 10_000;
 const fatalHandlers = new Map<NodeJS.Signals, () => void>();
 /** Set once such a signal came: this process ends by it as soon as the groups are gone. */
 let endingBySignal = false;
@@ -87,11 +89,19 @@ function guardFatalSignals(): void {
       endingBySignal = true;
       for (const [s, h] of fatalHandlers) process.off(s, h);
       fatalHandlers.clear();
+      // Each group gets SIGKILL after its own killAfter, 10 s at most: the signal asked this process to end.
+      const graceOf = (g: number) => Math.min(killAfterOf.get(g) ?? 0, SIGNAL_GRACE_MAX_MS);
       for (const pgid of liveGroups) signalGroup(pgid, 'SIGTERM');
-      const grace = Math.min(...[...liveGroups].map((g) => killAfterOf.get(g) ?? 0), 10_000);
       const started = performance.now();
       const poll = setInterval(() => {
-        if ([...liveGroups].some((g) => groupAlive(g)) && performance.now() - started < grace) return;
+        const elapsed = performance.now() - started;
+        let waiting = false;
+        for (const g of liveGroups) {
+          if (!groupAlive(g)) continue;
+          if (elapsed >= graceOf(g)) signalGroup(g, 'SIGKILL');
+          else waiting = true;
+        }
+        if (waiting) return;
         clearInterval(poll);
         killLiveGroups();
         process.kill(process.pid, sig);
