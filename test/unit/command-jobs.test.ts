@@ -185,6 +185,20 @@ describe('output', () => {
     expect(nul.text()).toBe('a\uFFFDb');
   });
 
+  it('each stream is decoded on its own: a character cut across two stdout chunks stays whole when stderr wrote between them', () => {
+    const tail = new OutputTail();
+    const euro = Buffer.from('€');
+    tail.add(Buffer.concat([Buffer.from('price: 5'), euro.subarray(0, 2)]), 'stdout');
+    tail.add(Buffer.from('warning\n'), 'stderr');
+    tail.add(Buffer.concat([euro.subarray(2), Buffer.from('\n')]), 'stdout');
+    expect(tail.text()).toBe('price: 5warning\n€\n');
+    // A stream that ends inside a character: the rest reads as U+FFFD, at its end.
+    const cut = new OutputTail();
+    cut.add(Buffer.concat([Buffer.from('a'), euro.subarray(0, 1)]), 'stdout');
+    cut.add(Buffer.from('b'), 'stderr');
+    expect(cut.text()).toBe('ab\uFFFD');
+  });
+
   it('lines go to the log whole, across chunks and multi-byte characters; a long line is cut once', () => {
     const seen: Array<[string, boolean]> = [];
     const lines = new LineLog((line, cut) => seen.push([line, cut]));
@@ -192,8 +206,9 @@ describe('output', () => {
     lines.add(Buffer.concat([Buffer.from('one\r\ntw'), euro.subarray(0, 1)]));
     lines.add(Buffer.concat([euro.subarray(1), Buffer.from('o\n')]));
     lines.add(Buffer.from(`${'x'.repeat(MAX_LOG_LINE + 10)}`));
-    lines.add(Buffer.from('yyy\nlast'));
+    lines.add(Buffer.from('yyy\nlast\r'));
     lines.end();
+    // The last line has no newline: the \r of its CRLF goes all the same.
     expect(seen).toEqual([['one', false], ['tw€o', false], ['x'.repeat(MAX_LOG_LINE), true], ['last', false]]);
     expect(lines.last).toBe('last');
   });

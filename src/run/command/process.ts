@@ -208,7 +208,7 @@ export function runCommand(run: CommandRun): Promise<CommandEnded> {
       lines.stdout.add(b);
     });
     child.stderr!.on('data', (b: Buffer) => {
-      tail.add(b);
+      tail.add(b, 'stderr');
       lines.stderr.add(b);
     });
     child.on('error', (err) => {
