@@ -245,6 +245,24 @@ describe('the process group of a command (real processes)', () => {
     expect(groupMembers(pgid)).toEqual([]);
   });
 
+  it("the error names the SIGKILL's real delay: a lease lost late in a timeout's killAfter leaves it; one lost early brings it forward", async () => {
+    const stopped = async (lostAfterMs: number) => {
+      const { log } = logger();
+      const controller = new AbortController();
+      const leaseGone = new AbortController();
+      const run = runCommand({ spec: spec("trap '' TERM; sleep 30", 1000), vars: {}, log, signal: controller.signal, leaseGone: leaseGone.signal, leaseLostGraceMs: 500 });
+      await new Promise((r) => setTimeout(r, 200));
+      controller.abort('timeout');
+      await new Promise((r) => setTimeout(r, lostAfterMs));
+      leaseGone.abort();
+      return (await run).stopped;
+    };
+    // 700 ms after the SIGTERM, the lease's 500 ms would end after the timeout's 1 s: the 1 s holds.
+    expect(await stopped(700)).toEqual({ reason: 'timeout', text: 'SIGTERM not heeded: the process group was killed (SIGKILL) after 1s' });
+    // 100 ms after it: SIGKILL about 600 ms after the SIGTERM.
+    expect((await stopped(100))!.text).toMatch(/^SIGTERM not heeded: the process group was killed \(SIGKILL\) after (5[5-9]\d|[6-8]\d\d)ms$/);
+  });
+
   it('while a command runs nothing polls (no timer is armed, however long it runs); the run ends as soon as the leader exits', async () => {
     const realSetTimeout = globalThis.setTimeout;
     const realSleep = (ms: number) => new Promise((r) => realSetTimeout(r, ms));

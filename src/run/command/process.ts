@@ -246,12 +246,17 @@ export function runCommand(run: CommandRun): Promise<CommandEnded> {
 
     // The group's end: SIGTERM, then SIGKILL at `killAt` (an abort may bring it nearer).
     let killAt = Infinity;
+    /** How long after the SIGTERM the SIGKILL came (what the run's error says). */
+    let killedAfterMs = 0;
     let killedWith: 'SIGTERM' | 'SIGKILL' | null = null;
     let stopping: Promise<void> | undefined;
     let stopEndedWake = () => {};
     const stopEnded = new Promise<void>((r) => (stopEndedWake = r));
+    let stopStarted = 0;
     const stopGroup = (graceMs: number): Promise<void> => {
-      killAt = Math.min(killAt, performance.now() + graceMs);
+      const now = performance.now();
+      killAt = Math.min(killAt, now + graceMs);
+      stopStarted ||= now;
       // While the leader has not exited the group is there (no /proc scan needed); after, strays may be.
       const alive = () => (!exited && signalGroup(pid, 0)) || groupAlive(pid);
       stopping ??= (async () => {
@@ -269,6 +274,8 @@ export function runCommand(run: CommandRun): Promise<CommandEnded> {
           const now = performance.now();
           if (killSent === Infinity && now >= killAt) {
             killedWith = 'SIGKILL';
+            // The deadline that held: the first one's grace, or a lost lease's that came since.
+            killedAfterMs = Math.round(killAt - stopStarted);
             killSent = now;
             signalGroup(pid, 'SIGKILL');
           }
@@ -281,7 +288,6 @@ export function runCommand(run: CommandRun): Promise<CommandEnded> {
       return stopping;
     };
 
-    let abortGrace = 0;
     const leaseGrace = Math.min(spec.killAfterMs, run.leaseLostGraceMs ?? spec.killAfterMs);
     const onAbort = () => {
       const reason = signal.reason as AbortReason;
@@ -292,9 +298,8 @@ export function runCommand(run: CommandRun): Promise<CommandEnded> {
         if (leaseLost) void stopGroup(leaseGrace);
         return;
       }
-      abortGrace = leaseLost ? leaseGrace : spec.killAfterMs;
       ended.stopped = { reason, text: '' };
-      void stopGroup(abortGrace);
+      void stopGroup(leaseLost ? leaseGrace : spec.killAfterMs);
     };
     signal.addEventListener('abort', onAbort, { once: true });
     // The lease lost while the group is being stopped (its killAfter after a timeout, or the leader's
@@ -302,7 +307,6 @@ export function runCommand(run: CommandRun): Promise<CommandEnded> {
     // group goes sooner.
     const onLeaseGone = () => {
       if (!ended.stopped && !exited) return;
-      if (ended.stopped) abortGrace = Math.min(abortGrace, leaseGrace);
       void stopGroup(leaseGrace);
     };
     run.leaseGone?.addEventListener('abort', onLeaseGone, { once: true });
@@ -326,7 +330,7 @@ export function runCommand(run: CommandRun): Promise<CommandEnded> {
         child.stderr?.destroy();
       }
       if (ended.stopped) {
-        const grace = formatDuration(abortGrace);
+        const grace = formatDuration(killedAfterMs);
         ended.stopped.text = killedWith === 'SIGKILL' ? `SIGTERM not heeded: the process group was killed (SIGKILL) after ${grace}`
           : killedWith === 'SIGTERM' ? 'the process group ended on SIGTERM' : 'the command had ended';
       }
