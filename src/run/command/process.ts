@@ -161,7 +161,11 @@ export function groupMembers(pgid: number): number[] {
   return out;
 }
 
-/** The command's environment: the daemon's without its own SCHEDULER_* settings (the store URL may hold a password), the job's `env`, the run's variables. */
+/**
+ * The command's environment: the daemon's without its own SCHEDULER_* settings (the store URL may
+ * hold a password), the job's `env`, the run's variables. Hygiene, not a barrier: a command running as
+ * the daemon's user can read the daemon's environment in /proc (README, Known limits).
+ */
 export function commandEnv(spec: CommandSpec, vars: Record<string, string>): Record<string, string> {
   const env: Record<string, string> = {};
   for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !k.startsWith('SCHEDULER_')) env[k] = v;
