@@ -1,6 +1,7 @@
 /**
  * `.json` and `.yaml`/`.yml` job files: data, not code, so they can define only a command job. A
- * syntax error is one line naming the line and column (the loader prefixes the file). YAML is read
+ * syntax error is one line naming the line and column (the loader prefixes the file), never a piece
+ * of the file (a value there may be a token). YAML is read
  * as YAML 1.2 (core schema: `yes`/`on` stay strings, no timestamps), one document, unique keys.
  */
 import { extname } from 'node:path';
@@ -26,12 +27,44 @@ function parseJson(text: string): unknown {
     return JSON.parse(text);
   } catch (err) {
     const message = (err as Error).message;
-    // V8 names the offset ("... in JSON at position 42"); say the line, as an editor shows it.
+    // V8 names the offset ("... in JSON at position 42"); say the line, as an editor shows it. Its
+    // "Unexpected token" message names no offset but quotes the file around it (a token there would be
+    // printed): the offset is found again, and only the kind of error is said.
     const at = /at position (\d+)/.exec(message);
-    const where = at ? lineColumn(text, Number(at[1])) : text.trim() === '' ? { line: 1, column: 1 } : null;
-    const what = message.replace(/\s*in JSON at position \d+.*$/, '').replace(/\s*\(line \d+ column \d+\)/, '');
+    const quoting = / is not valid JSON$/.test(message);
+    const offset = at ? Number(at[1]) : quoting ? firstBadOffset(text) : null;
+    const where = offset !== null ? lineColumn(text, offset) : text.trim() === '' ? { line: 1, column: 1 } : null;
+    const what = quoting ? 'Unexpected character'
+      : message.replace(/\s*(?:in JSON )?at position \d+.*$/, '').replace(/\s*\(line \d+ column \d+\)/, '');
     throw new DataFileError(`invalid JSON${where ? ` at line ${where.line}, column ${where.column}` : ''}: ${text.trim() === '' ? 'the file is empty' : what}`);
   }
+}
+
+/**
+ * The offset of the first character JSON.parse refuses: the shortest refused start of the text ends
+ * with it (a start that is only cut short says "end of JSON input", or names its own end).
+ */
+function firstBadOffset(text: string): number | null {
+  const refused = (length: number): boolean => {
+    try {
+      JSON.parse(text.slice(0, length));
+      return false;
+    } catch (err) {
+      const message = (err as Error).message;
+      if (/end of JSON input/.test(message)) return false;
+      const at = /at position (\d+)/.exec(message);
+      return !at || Number(at[1]) < length;
+    }
+  };
+  if (!refused(text.length)) return null;
+  let lo = 1;
+  let hi = text.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (refused(mid)) hi = mid;
+    else lo = mid + 1;
+  }
+  return lo - 1;
 }
 
 function parseYaml(text: string): unknown {
@@ -46,5 +79,28 @@ function parseYaml(text: string): unknown {
   }
   if (list.length > 1) throw new DataFileError(`invalid YAML: ${list.length} documents (---): expected one job per file`);
   if (list.length === 0) return null;
-  return list[0]!.toJS({ maxAliasCount: 100 });
+  const doc = list[0]!;
+  try {
+    return doc.toJS({ maxAliasCount: 100 });
+  } catch (err) {
+    // The yaml package's own text names the alias, which is often a value (`password: *Pa55word`).
+    if (err instanceof ReferenceError) {
+      const where = unresolvedAlias(doc, text);
+      throw new DataFileError(`invalid YAML${where ? ` at line ${where.line}, column ${where.column}` : ''}: an alias with no anchor: quote values starting with *`);
+    }
+    throw new DataFileError(`invalid YAML: ${(err as Error).message.split(/[:\n]/)[0]}`);
+  }
+}
+
+/** Where the first alias that names no anchor is. */
+function unresolvedAlias(doc: YAML.Document.Parsed, text: string): { line: number; column: number } | null {
+  let at: number | null = null;
+  YAML.visit(doc, {
+    Alias(_, node) {
+      if (node.resolve(doc) !== undefined || !node.range) return undefined;
+      at = node.range[0];
+      return YAML.visit.BREAK;
+    },
+  });
+  return at === null ? null : lineColumn(text, at);
 }

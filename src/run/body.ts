@@ -79,20 +79,28 @@ export async function runBody(b: BodyRun): Promise<RunOutcome> {
   });
   // A command's text is not logged at each run (it may carry a token); `list` shows it.
   log.info({ trigger: run.trigger, scheduledAt: run.scheduledAt.toISOString(), ...(job.command ? { isolation: 'process' } : isolation === 'worker' ? { isolation } : {}) }, 'run started');
-  const settled = job.command ? inCommand(b) : isolation === 'worker' ? inWorker(b) : inline(b);
+  // A command's timeout ends with its leader's exit: what it left behind is stopped on its own killAfter.
+  const settled = job.command ? inCommand(b, () => clearTimeout(timer)) : isolation === 'worker' ? inWorker(b) : inline(b);
   // A body that ignores its signal is not waited for: the outcome is recorded when the signal fires.
   let first: Settled | { kind: 'aborted'; reason: AbortReason } = await Promise.race([settled, aborted]);
   // A body that failed because it found its lease lost (a worker body's own read of its signal, before
-  // this thread's fence has run) ends as the abort ends it.
-  if (first.kind === 'error' && controller.signal.aborted) first = { kind: 'aborted', reason: controller.signal.reason as AbortReason };
+  // this thread's fence has run) ends as the abort ends it. A command that failed is 'stopped' when an
+  // abort stopped it: its own failure stays its outcome unless the lease is gone.
+  if (first.kind === 'error' && controller.signal.aborted && (!job.command || controller.signal.reason === 'lease-lost')) {
+    first = { kind: 'aborted', reason: controller.signal.reason as AbortReason };
+  }
   if (timer) clearTimeout(timer);
+  let late: Settled | undefined;
+  if (first.kind === 'aborted' && job.command) {
+    // Recorded only once the process group is gone: SIGTERM, SIGKILL after killAfter (run/command/
+    // bounds the wait, the lease-lost grace included); the lease is kept meanwhile.
+    late = await settled;
+    // An abort that came after the leader had exited (while its leftovers were stopped or its pipes
+    // drained) did not stop it: its exit is the outcome, unless the lease is gone.
+    if (late.kind !== 'stopped' && first.reason !== 'lease-lost') first = late;
+  }
   if (first.kind === 'aborted') {
-    let late: Settled | undefined;
-    if (job.command) {
-      // Recorded only once the process group is gone: SIGTERM, SIGKILL after killAfter (run/command/
-      // bounds the wait, the lease-lost grace included); the lease is kept meanwhile.
-      late = await settled;
-    } else if (isolation === 'worker') {
+    if (!job.command && isolation === 'worker') {
       // The worker is gone before the outcome is written: the outcome owes the next attempt (at once
       // after a shutdown), which another node may start. Bounded by the worker's grace; the timer is
       // ref'd so that a one-shot command does not end while it waits.
@@ -112,7 +120,7 @@ export async function runBody(b: BodyRun): Promise<RunOutcome> {
   return { status: 'succeeded', result: first.json === null ? null : first.value(), resultJson: first.json, resultNote: first.note, ...output };
 }
 
-async function inCommand(b: BodyRun): Promise<Settled> {
+async function inCommand(b: BodyRun, onExit: () => void): Promise<Settled> {
   const { job, run } = b;
   const ended = await runCommand({
     spec: job.command!,
@@ -121,6 +129,7 @@ async function inCommand(b: BodyRun): Promise<Settled> {
     signal: b.controller.signal,
     leaseGone: b.leaseGone,
     leaseLostGraceMs: b.leaseLostGraceMs,
+    onExit,
   });
   if (ended.stopped) return { kind: 'stopped', text: ended.stopped.text, output: ended.output };
   return commandOutcome(ended);

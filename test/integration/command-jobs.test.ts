@@ -105,15 +105,19 @@ describe.concurrent('command jobs', () => {
     ws.writeJob('stray.yaml', "schedule: '* * * * * *'\ncommand: [./stray.sh]\n");
     ws.writeJob('stubborn.yaml', `schedule: '* * * * * *'\ntimeout: 1s\nkillAfter: 1s\ncommand: "trap '' TERM; sleep 300 & echo \\"pgid $$\\"; sleep 60"\n`);
     ws.writeJob('long.yaml', "schedule: '* * * * * *'\nkillAfter: 5s\ncommand: 'echo \"pgid $$\"; sleep 30'\n");
+    // Exits at once leaving a child that ignores SIGTERM: its timeout fires while the child is being
+    // stopped (SIGKILL 3 s after the exit); the run is the leader's exit 0, once, not a timeout retried.
+    // (The pause lets the child set its trap before the exit brings the SIGTERM.)
+    ws.writeJob('lingering.yaml', `schedule: '* * * * * *'\ntimeout: 1s\nkillAfter: 3s\nretries: 2\ncommand: "(trap '' TERM; sleep 30) & sleep 0.3; echo done; exit 0"\n`);
 
     const valid = await runCli(['validate'], { cwd: ws.dir, env: envOf(ws) });
-    expect(valid.stdout + valid.stderr).toContain('ok: 7 job(s) valid');
+    expect(valid.stdout + valid.stderr).toContain('ok: 8 job(s) valid');
     expect(valid.code).toBe(0);
 
     const daemon = new Daemon([], { cwd: ws.dir, env: envOf(ws, { SCHEDULER_GRACE_PERIOD: '1s' }) });
     made.push({ ws, daemon });
 
-    const [env, exit3, signal, big, stray, stubborn] = await Promise.all(['env-check', 'exit3', 'signal', 'big', 'stray', 'stubborn'].map((j) => firstFinal(ws, j)));
+    const [env, exit3, signal, big, stray, stubborn, lingering] = await Promise.all(['env-check', 'exit3', 'signal', 'big', 'stray', 'stubborn', 'lingering'].map((j) => firstFinal(ws, j)));
     // Recorded only once the group was gone: nothing of it is left when the row says it ended.
     const strayGroup = groupMembers(pgidOf(stray!));
     const stubbornGroup = groupMembers(pgidOf(stubborn!));
@@ -138,6 +142,9 @@ describe.concurrent('command jobs', () => {
     expect(daemon.logs().filter((l) => l.job === 'big' && l.stream === 'stdout' && l.runId === big!.id).map((l) => [String(l.msg).length, l.cut])).toEqual([[4096, true], [3, undefined]]);
 
     expect(stray).toMatchObject({ status: 'succeeded', result: { exitCode: 0 } });
+    expect(lingering).toMatchObject({ status: 'succeeded', result: { exitCode: 0 }, error: null, output: 'done\n', attempt: 1 });
+    expect(lingering!.durationMs).toBeGreaterThanOrEqual(3200);
+    expect(rows(ws, 'lingering').filter((r) => r.periodKey === lingering!.periodKey).map((r) => [r.attempt, r.status])).toEqual([[1, 'succeeded']]);
     expect(stubborn).toMatchObject({ status: 'timed_out', error: 'timed out after 1000ms; SIGTERM not heeded: the process group was killed (SIGKILL) after 1s' });
     // timeout 1 s, then killAfter 1 s before SIGKILL: the outcome came after both.
     expect(stubborn!.durationMs).toBeGreaterThanOrEqual(1900);
@@ -189,10 +196,14 @@ describe.concurrent('command jobs', () => {
     ws.writeJob('no-command.yml', "schedule: '@daily'\n");
     ws.writeJob('syntax.yaml', "schedule: '@daily'\ncommand: [a, b\n");
     ws.writeJob('syntax.json', '{ "schedule": "@daily",\n  "command": "true" "x" }');
+    // A syntax error next to a token: the line says where, not what is there.
+    ws.writeJob('secret.json', '{ "schedule": "@daily", "command": "true",\n  "env": { "TOKEN": hunter2sec } }');
+    ws.writeJob('secret.yaml', "schedule: '@daily'\ncommand: 'true'\nenv:\n  PASSWORD: *Pa55word\n");
     const r = await runCli(['validate'], { cwd: ws.dir, env: envOf(ws) });
     expect(r.code).toBe(2);
+    expect(r.stdout + r.stderr).not.toMatch(/hunter|Pa55/);
     const lines = r.stdout.trim().split('\n');
-    expect(lines).toHaveLength(8);
+    expect(lines).toHaveLength(10);
     const line = (file: string) => {
       const hits = lines.filter((l) => l.startsWith(`jobs/${file}: `));
       expect(hits, `${file} in\n${lines.join('\n')}`).toHaveLength(1);
@@ -206,6 +217,8 @@ describe.concurrent('command jobs', () => {
     expect(line('no-command.yml')).toMatch(/field 'command' = undefined: expected a shell command string or an argv array: a \.yml job file defines a command job/);
     expect(line('syntax.yaml')).toMatch(/cannot be loaded: invalid YAML at line \d+, column \d+: /);
     expect(line('syntax.json')).toMatch(/cannot be loaded: invalid JSON at line 2, column \d+: /);
+    expect(line('secret.json')).toBe('jobs/secret.json: cannot be loaded: invalid JSON at line 2, column 21: Unexpected character');
+    expect(line('secret.yaml')).toBe('jobs/secret.yaml: cannot be loaded: invalid YAML at line 4, column 13: an alias with no anchor: quote values starting with *');
     const list = await runCli(['list', '--json'], { cwd: ws.dir, env: envOf(ws) });
     expect(list.code).toBe(2);
     expect((JSON.parse(list.stdout) as { jobs: Array<{ name: string }> }).jobs.map((j) => j.name)).toEqual(['ok']);
@@ -242,18 +255,39 @@ describe.concurrent('command jobs', () => {
     expect(run!.output).toMatch(/cleanup-tmp: cleanup-tmp@\S+ \(attempt 1\): files older than 7 days in .*\ncleanup-tmp: deleted 2 file\(s\)\n$/);
   });
 
-  it('run-once stopped by SIGTERM stops its command\'s group first (SIGTERM, SIGKILL after killAfter), then ends by the signal', async () => {
+  it('run-once stopped by SIGTERM stops its commands\' groups first (SIGTERM, SIGKILL after each one\'s killAfter), writes no outcome, then ends by the signal', async () => {
     const ws = new Workspace('cron-cmd-signal-');
     made.push({ ws });
     ws.writeJob('stubborn.yaml', `schedule: '@daily'\nkillAfter: 1s\ncommand: "trap '' TERM; sleep 300 & echo \\"pgid $$\\"; sleep 60"\n`);
-    const proc = spawn(process.execPath, [BIN, 'run-once', 'stubborn'], { cwd: ws.dir, env: cleanEnv(envOf(ws)), stdio: ['ignore', 'pipe', 'pipe'] });
+    // Ends on the SIGTERM at once: its death is the signal's doing, not a failure that owes a retry.
+    ws.writeJob('plain.yaml', `schedule: '@daily'\nretries: 2\ncommand: 'echo "pgid $$"; sleep 60'\n`);
+    // Ignores SIGTERM too, with a longer killAfter: its own, not stubborn's.
+    ws.writeJob('patient.yaml', `schedule: '@daily'\nkillAfter: 3s\ncommand: "trap '' TERM; echo \\"pgid $$\\"; sleep 60"\n`);
+    const proc = spawn(process.execPath, [BIN, 'run-once', 'stubborn', 'plain', 'patient'], { cwd: ws.dir, env: cleanEnv(envOf(ws)), stdio: ['ignore', 'pipe', 'pipe'] });
     let stderr = '';
     proc.stderr.on('data', (d) => (stderr += d));
     const exited = new Promise<NodeJS.Signals | null>((r) => proc.on('exit', (_code, sig) => r(sig)));
-    const pgid = await waitFor('the command\'s first line', () => Number(/"msg":"pgid (\d+)"/.exec(stderr)?.[1]) || undefined, 20_000, 50);
+    const pgidOfJob = (job: string) => waitFor(`${job}'s first line`, () => {
+      const line = stderr.split('\n').find((l) => l.includes(`"job":"${job}"`) && /"msg":"pgid \d+"/.test(l));
+      return line ? Number(/"msg":"pgid (\d+)"/.exec(line)![1]) : undefined;
+    }, 20_000, 50);
+    const [pgid, plainPgid, patientPgid] = [await pgidOfJob('stubborn'), await pgidOfJob('plain'), await pgidOfJob('patient')];
     expect(groupMembers(pgid).length).toBeGreaterThanOrEqual(2);
+    const killedAt = performance.now();
     proc.kill('SIGTERM');
+    await waitFor('the stubborn group gone', () => groupMembers(pgid).length === 0 || undefined, 10_000, 50);
+    const stubbornGone = performance.now() - killedAt;
+    expect(stubbornGone).toBeGreaterThanOrEqual(950);
+    expect(groupMembers(patientPgid).length, 'the patient group after stubborn\'s killAfter').toBeGreaterThan(0);
     expect(await exited).toBe('SIGTERM');
+    expect(performance.now() - killedAt).toBeGreaterThanOrEqual(2950);
     expect(groupMembers(pgid)).toEqual([]);
+    expect(groupMembers(plainPgid)).toEqual([]);
+    expect(groupMembers(patientPgid)).toEqual([]);
+    // No outcome is written, as for a run-once whose JavaScript body a signal ends: the rows stay
+    // running and are taken over once their lease runs out.
+    expect(rows(ws, 'stubborn').map((r) => [r.attempt, r.status, r.error])).toEqual([[1, 'running', null]]);
+    expect(rows(ws, 'plain').map((r) => [r.attempt, r.status, r.error])).toEqual([[1, 'running', null]]);
+    expect(rows(ws, 'patient').map((r) => [r.attempt, r.status, r.error])).toEqual([[1, 'running', null]]);
   });
 });

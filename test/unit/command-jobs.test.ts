@@ -7,7 +7,7 @@ import { chmodSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import pino from 'pino';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it, vi } from 'vitest';
 import { defineJob } from '../../src/index.js';
 import { loadJobs } from '../../src/jobs/load.js';
 import { validateJob } from '../../src/jobs/validate.js';
@@ -131,6 +131,23 @@ describe('.json and .yaml job files through the loader', () => {
   });
 });
 
+describe('a job file with a secret in it that cannot be parsed', () => {
+  it('the problem line names where, never a piece of the file (JSON excerpts, YAML alias names)', async () => {
+    const jobs = tempDir();
+    writeFileSync(join(jobs, 'unquoted.json'), '{\n  "schedule": "@daily",\n  "command": "true",\n  "env": {"TOKEN":hunter2sec}\n}\n');
+    writeFileSync(join(jobs, 'excerpt.json'), '{"env": {"TOKEN": "hunter2sec"}} hunter2sec');
+    writeFileSync(join(jobs, 'alias.yaml'), "schedule: '@daily'\ncommand: 'true'\nenv:\n  PASSWORD: *Pa55word\n");
+    const loaded = await loadJobs(jobs, 'UTC', { cwd: jobs });
+    const problems = Object.fromEntries(loaded.invalid.map((i) => [i.file, i.problems]));
+    expect(problems).toEqual({
+      'unquoted.json': ['unquoted.json: cannot be loaded: invalid JSON at line 4, column 19: Unexpected character'],
+      'excerpt.json': ['excerpt.json: cannot be loaded: invalid JSON at line 1, column 34: Unexpected non-whitespace character after JSON'],
+      'alias.yaml': ['alias.yaml: cannot be loaded: invalid YAML at line 4, column 13: an alias with no anchor: quote values starting with *'],
+    });
+    for (const lines of Object.values(problems)) for (const l of lines) expect(l).not.toMatch(/hunter|Pa55/);
+  });
+});
+
 describe('the end of a command as recorded', () => {
   const end = (o: Partial<CommandEnded>): CommandEnded => ({ pid: 1, exitCode: null, exitSignal: null, startError: null, stopped: null, output: 'out', lastStderrLine: null, ...o });
   it('exit 0 succeeds with { exitCode: 0 }; another code or a signal fails, with the last stderr line', () => {
@@ -168,6 +185,20 @@ describe('output', () => {
     expect(nul.text()).toBe('a\uFFFDb');
   });
 
+  it('each stream is decoded on its own: a character cut across two stdout chunks stays whole when stderr wrote between them', () => {
+    const tail = new OutputTail();
+    const euro = Buffer.from('€');
+    tail.add(Buffer.concat([Buffer.from('price: 5'), euro.subarray(0, 2)]), 'stdout');
+    tail.add(Buffer.from('warning\n'), 'stderr');
+    tail.add(Buffer.concat([euro.subarray(2), Buffer.from('\n')]), 'stdout');
+    expect(tail.text()).toBe('price: 5warning\n€\n');
+    // A stream that ends inside a character: the rest reads as U+FFFD, at its end.
+    const cut = new OutputTail();
+    cut.add(Buffer.concat([Buffer.from('a'), euro.subarray(0, 1)]), 'stdout');
+    cut.add(Buffer.from('b'), 'stderr');
+    expect(cut.text()).toBe('ab\uFFFD');
+  });
+
   it('lines go to the log whole, across chunks and multi-byte characters; a long line is cut once', () => {
     const seen: Array<[string, boolean]> = [];
     const lines = new LineLog((line, cut) => seen.push([line, cut]));
@@ -175,8 +206,9 @@ describe('output', () => {
     lines.add(Buffer.concat([Buffer.from('one\r\ntw'), euro.subarray(0, 1)]));
     lines.add(Buffer.concat([euro.subarray(1), Buffer.from('o\n')]));
     lines.add(Buffer.from(`${'x'.repeat(MAX_LOG_LINE + 10)}`));
-    lines.add(Buffer.from('yyy\nlast'));
+    lines.add(Buffer.from('yyy\nlast\r'));
     lines.end();
+    // The last line has no newline: the \r of its CRLF goes all the same.
     expect(seen).toEqual([['one', false], ['tw€o', false], ['x'.repeat(MAX_LOG_LINE), true], ['last', false]]);
     expect(lines.last).toBe('last');
   });
@@ -211,6 +243,91 @@ describe('the process group of a command (real processes)', () => {
     expect(ended.stopped).toEqual({ reason: 'lease-lost', text: 'SIGTERM not heeded: the process group was killed (SIGKILL) after 200ms' });
     expect(ended.output).toBe(`pgid ${pgid}\n`);
     expect(groupMembers(pgid)).toEqual([]);
+  });
+
+  it("the error names the SIGKILL's real delay: a lease lost late in a timeout's killAfter leaves it; one lost early brings it forward", async () => {
+    const stopped = async (lostAfterMs: number) => {
+      const { log } = logger();
+      const controller = new AbortController();
+      const leaseGone = new AbortController();
+      const run = runCommand({ spec: spec("trap '' TERM; sleep 30", 1000), vars: {}, log, signal: controller.signal, leaseGone: leaseGone.signal, leaseLostGraceMs: 500 });
+      await new Promise((r) => setTimeout(r, 200));
+      controller.abort('timeout');
+      await new Promise((r) => setTimeout(r, lostAfterMs));
+      leaseGone.abort();
+      return (await run).stopped;
+    };
+    // 700 ms after the SIGTERM, the lease's 500 ms would end after the timeout's 1 s: the 1 s holds.
+    expect(await stopped(700)).toEqual({ reason: 'timeout', text: 'SIGTERM not heeded: the process group was killed (SIGKILL) after 1s' });
+    // 100 ms after it: SIGKILL about 600 ms after the SIGTERM.
+    expect((await stopped(100))!.text).toMatch(/^SIGTERM not heeded: the process group was killed \(SIGKILL\) after (5[5-9]\d|[6-8]\d\d)ms$/);
+  });
+
+  it('while a command runs nothing polls (no timer is armed, however long it runs); the run ends as soon as the leader exits', async () => {
+    const realSetTimeout = globalThis.setTimeout;
+    const realSleep = (ms: number) => new Promise((r) => realSetTimeout(r, ms));
+    const { log } = logger();
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval'] });
+    try {
+      const started = performance.now();
+      const run = runCommand({ spec: spec('sleep 0.5', 10_000), vars: {}, log, signal: new AbortController().signal });
+      await realSleep(50);
+      // An hour of the command's life on the fake clock: a wait that polled would have re-armed its timer.
+      await vi.advanceTimersByTimeAsync(3_600_000);
+      expect(vi.getTimerCount()).toBe(0);
+      const ended = await run;
+      expect(ended).toMatchObject({ exitCode: 0, stopped: null });
+      expect(performance.now() - started).toBeLessThan(3000);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it('an abort after the leader exited (while its leftovers are stopped) does not override the exit; a lost lease only hurries their SIGKILL', async () => {
+    // The pause lets the child set its trap before the leader's exit brings the SIGTERM.
+    const lingering = "(trap '' TERM; sleep 30) & sleep 0.3; echo done; exit 0";
+    for (const reason of ['timeout', 'shutdown'] as const) {
+      const { log } = logger();
+      const controller = new AbortController();
+      const exitedAt: number[] = [];
+      const run = runCommand({ spec: spec(lingering, 1500), vars: {}, log, signal: controller.signal, onExit: () => exitedAt.push(performance.now()) });
+      await new Promise((r) => setTimeout(r, 800));
+      expect(exitedAt, 'the leader exited').toHaveLength(1);
+      controller.abort(reason);
+      const ended = await run;
+      expect(ended, reason).toMatchObject({ exitCode: 0, exitSignal: null, stopped: null, output: 'done\n' });
+      // The leftover ignored SIGTERM: SIGKILL came at the leader's exit + killAfter, not sooner.
+      expect(performance.now() - exitedAt[0]!).toBeGreaterThanOrEqual(1450);
+    }
+    const { log } = logger();
+    const controller = new AbortController();
+    const leaseGone = new AbortController();
+    const run = runCommand({ spec: spec(lingering, 10_000), vars: {}, log, signal: controller.signal, leaseGone: leaseGone.signal, leaseLostGraceMs: 200 });
+    await new Promise((r) => setTimeout(r, 800));
+    const lostAt = performance.now();
+    leaseGone.abort();
+    controller.abort('lease-lost');
+    expect(await run).toMatchObject({ exitCode: 0, stopped: null });
+    expect(performance.now() - lostAt).toBeLessThan(3000);
+  });
+
+  it('leftovers that ignore SIGTERM are looked at every 25 ms for a second, then every 250 ms; SIGKILL still comes at killAfter', async () => {
+    const { log } = logger();
+    const exitedAt: number[] = [];
+    const timer = vi.spyOn(globalThis, 'setTimeout');
+    try {
+      const ended = await runCommand({ spec: spec("(trap '' TERM; sleep 30) & sleep 0.3; exit 0", 3000), vars: {}, log, signal: new AbortController().signal, onExit: () => exitedAt.push(performance.now()) });
+      expect(ended).toMatchObject({ exitCode: 0, stopped: null });
+      const took = performance.now() - exitedAt[0]!;
+      expect(took).toBeGreaterThanOrEqual(2950);
+      expect(took).toBeLessThan(3600);
+      // Each look scans /proc: 25 ms polling over the 3 s would be 120 of them.
+      const looks = timer.mock.calls.filter(([, ms]) => typeof ms === 'number' && ms > 0 && ms <= 250);
+      expect(looks.length).toBeGreaterThan(8);
+      expect(looks.length).toBeLessThan(60);
+    } finally {
+      timer.mockRestore();
+    }
   });
 
   it('a command that exits leaving a child in its group: the child is stopped before the end is reported', async () => {

@@ -1,7 +1,7 @@
 /**
  * A command's stdout and stderr: each line to the run's log (stdout at info, stderr at warn, a line
  * longer than MAX_LOG_LINE cut), and the last TAIL_BYTES of both, in the order they arrived, kept to
- * be stored with the run.
+ * be stored with the run (each stream decoded on its own).
  */
 import { StringDecoder } from 'node:string_decoder';
 import type { Logger } from '../../log.js';
@@ -12,32 +12,44 @@ export const TAIL_BYTES = 64 * 1024;
 export const MAX_LOG_LINE = 4096;
 
 export class OutputTail {
-  private chunks: Buffer[] = [];
+  /** Decoded text, in the order it came: each stream has its own decoder, so that a character cut across two chunks of stdout stays whole when stderr wrote between them. */
+  private chunks: string[] = [];
   private bytes = 0;
   private dropped = 0;
+  private readonly decoders = { stdout: new StringDecoder('utf8'), stderr: new StringDecoder('utf8') };
 
-  add(chunk: Buffer): void {
-    this.chunks.push(chunk);
-    this.bytes += chunk.length;
+  add(chunk: Buffer, stream: 'stdout' | 'stderr' = 'stdout'): void {
+    this.push(this.decoders[stream].write(chunk));
+  }
+
+  private push(text: string): void {
+    if (text === '') return;
+    this.chunks.push(text);
+    this.bytes += Buffer.byteLength(text);
     // Compacted now and then, so that a chatty command costs at most about twice the tail.
     if (this.bytes > 2 * TAIL_BYTES) this.compact();
   }
 
+  /** Keeps the last TAIL_BYTES bytes or a little less, cut on a character boundary. */
   private compact(): void {
-    const all = Buffer.concat(this.chunks);
-    const keep = all.subarray(Math.max(0, all.length - TAIL_BYTES));
-    this.dropped += all.length - keep.length;
-    this.chunks = [Buffer.from(keep)];
-    this.bytes = keep.length;
+    const all = Buffer.from(this.chunks.join(''), 'utf8');
+    let start = Math.max(0, all.length - TAIL_BYTES);
+    while (start < all.length && (all[start]! & 0xc0) === 0x80) start++;
+    this.dropped += start;
+    const keep = all.subarray(start).toString('utf8');
+    this.chunks = keep === '' ? [] : [keep];
+    this.bytes = all.length - start;
   }
 
   /** The tail as text of at most TAIL_BYTES bytes; a cut start says how much came before. */
   text(): string {
+    // A stream that ended inside a character: what was left of it reads as U+FFFD.
+    this.push(this.decoders.stdout.end());
+    this.push(this.decoders.stderr.end());
     this.compact();
-    const all = this.chunks[0] ?? Buffer.alloc(0);
     // NUL cannot be stored in PostgreSQL text; U+FFFD is what a reader of the output expects.
     const clean = (s: string) => s.replace(/\u0000/g, '\uFFFD');
-    let text = clean(all.toString('utf8'));
+    let text = clean(this.chunks.join(''));
     if (this.dropped === 0 && Buffer.byteLength(text) <= TAIL_BYTES) return text;
     // Cut from the front on a character boundary, with room for the note.
     let dropped = this.dropped;
@@ -74,7 +86,8 @@ export class LineLog {
 
   end(): void {
     this.feed(this.decoder.end());
-    if (this.pending !== '' && !this.skipping) this.emit(this.pending, false);
+    // A last line without its newline may still end with the \r of a CRLF.
+    if (this.pending !== '' && !this.skipping) this.emit(this.pending.endsWith('\r') ? this.pending.slice(0, -1) : this.pending, false);
     this.pending = '';
     this.skipping = false;
   }

@@ -11,7 +11,9 @@
  * When the Node process exits (a second signal, the end of a one-shot command), groups still alive
  * are sent SIGKILL synchronously (see killLiveGroups). In a process that leaves SIGTERM, SIGINT and
  * SIGHUP to their default action (every command but `run`, whose shutdown aborts the runs), such a
- * signal first stops the live groups (SIGTERM, SIGKILL after their killAfter), then is raised again.
+ * signal first stops the live groups (SIGTERM, SIGKILL after each one's killAfter, 10 s at most), then
+ * is raised again; the runs it ended write no outcome (their rows are left to the takeover, as when
+ * the signal ends a JavaScript body).
  */
 import { spawn } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
@@ -22,8 +24,10 @@ import { OutputTail, streamLoggers } from './output.js';
 
 /** After SIGKILL, how long the group may take to be gone before the run is ended anyway (a process in uninterruptible sleep). */
 const AFTER_KILL_MS = 5000;
-/** How often a group that was signalled is looked at. */
+/** How often a group that was signalled is looked at: often at first (most end at once on SIGTERM), then less (each look after the leader's exit scans /proc). */
 const POLL_MS = 25;
+const POLL_SLOW_MS = 250;
+const POLL_FAST_FOR_MS = 1000;
 /** After the group is gone, how long its pipes may take to deliver what is left in them. */
 const DRAIN_MS = 1000;
 
@@ -40,6 +44,8 @@ export interface CommandRun {
   leaseGone?: AbortSignal;
   /** The grace after a 'lease-lost' abort, at most (default: killAfter). */
   leaseLostGraceMs?: number;
+  /** Called when the leader exits: from then on the run's outcome is its exit (the caller's timeout no longer applies). */
+  onExit?: () => void;
 }
 
 export interface CommandEnded {
@@ -69,20 +75,33 @@ export function killLiveGroups(): void {
 }
 
 const FATAL: NodeJS.Signals[] = ['SIGTERM', 'SIGINT', 'SIGHUP'];
+/** After such a signal, a group's killAfter is cut to this. */
+const SIGNAL_GRACE_MAX_MS = 10_000;
 const fatalHandlers = new Map<NodeJS.Signals, () => void>();
+/** Set once such a signal came: this process ends by it as soon as the groups are gone. */
+let endingBySignal = false;
 
 /** While groups are alive: a signal whose default action would end this process stops them first. */
 function guardFatalSignals(): void {
   for (const sig of FATAL) {
     if (fatalHandlers.has(sig) || process.listenerCount(sig) > 0) continue;
     const handler = () => {
+      endingBySignal = true;
       for (const [s, h] of fatalHandlers) process.off(s, h);
       fatalHandlers.clear();
+      // Each group gets SIGKILL after its own killAfter, 10 s at most: the signal asked this process to end.
+      const graceOf = (g: number) => Math.min(killAfterOf.get(g) ?? 0, SIGNAL_GRACE_MAX_MS);
       for (const pgid of liveGroups) signalGroup(pgid, 'SIGTERM');
-      const grace = Math.min(...[...liveGroups].map((g) => killAfterOf.get(g) ?? 0), 10_000);
       const started = performance.now();
       const poll = setInterval(() => {
-        if ([...liveGroups].some((g) => groupAlive(g)) && performance.now() - started < grace) return;
+        const elapsed = performance.now() - started;
+        let waiting = false;
+        for (const g of liveGroups) {
+          if (!groupAlive(g)) continue;
+          if (elapsed >= graceOf(g)) signalGroup(g, 'SIGKILL');
+          else waiting = true;
+        }
+        if (waiting) return;
         clearInterval(poll);
         killLiveGroups();
         process.kill(process.pid, sig);
@@ -142,7 +161,11 @@ export function groupMembers(pgid: number): number[] {
   return out;
 }
 
-/** The command's environment: the daemon's without its own SCHEDULER_* settings (the store URL may hold a password), the job's `env`, the run's variables. */
+/**
+ * The command's environment: the daemon's without its own SCHEDULER_* settings (the store URL may
+ * hold a password), the job's `env`, the run's variables. Hygiene, not a barrier: a command running as
+ * the daemon's user can read the daemon's environment in /proc (README, Known limits).
+ */
 export function commandEnv(spec: CommandSpec, vars: Record<string, string>): Record<string, string> {
   const env: Record<string, string> = {};
   for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !k.startsWith('SCHEDULER_')) env[k] = v;
@@ -189,7 +212,7 @@ export function runCommand(run: CommandRun): Promise<CommandEnded> {
       lines.stdout.add(b);
     });
     child.stderr!.on('data', (b: Buffer) => {
-      tail.add(b);
+      tail.add(b, 'stderr');
       lines.stderr.add(b);
     });
     child.on('error', (err) => {
@@ -206,6 +229,7 @@ export function runCommand(run: CommandRun): Promise<CommandEnded> {
       ended.exitCode = code;
       ended.exitSignal = sig;
       exitedWake();
+      run.onExit?.();
     });
     child.on('close', () => {
       closed = true;
@@ -226,24 +250,36 @@ export function runCommand(run: CommandRun): Promise<CommandEnded> {
 
     // The group's end: SIGTERM, then SIGKILL at `killAt` (an abort may bring it nearer).
     let killAt = Infinity;
+    /** How long after the SIGTERM the SIGKILL came (what the run's error says). */
+    let killedAfterMs = 0;
     let killedWith: 'SIGTERM' | 'SIGKILL' | null = null;
     let stopping: Promise<void> | undefined;
-    let stopDone = false;
+    let stopEndedWake = () => {};
+    const stopEnded = new Promise<void>((r) => (stopEndedWake = r));
+    let stopStarted = 0;
     const stopGroup = (graceMs: number): Promise<void> => {
-      killAt = Math.min(killAt, performance.now() + graceMs);
+      const now = performance.now();
+      killAt = Math.min(killAt, now + graceMs);
+      stopStarted ||= now;
       // While the leader has not exited the group is there (no /proc scan needed); after, strays may be.
       const alive = () => (!exited && signalGroup(pid, 0)) || groupAlive(pid);
       stopping ??= (async () => {
         if (!alive()) return;
         killedWith = 'SIGTERM';
         signalGroup(pid, 'SIGTERM');
+        const termSent = performance.now();
         let killSent = Infinity;
         for (;;) {
-          await sleep(POLL_MS);
+          const before = performance.now();
+          const every = before - termSent < POLL_FAST_FOR_MS ? POLL_MS : POLL_SLOW_MS;
+          // No later than the SIGKILL is due.
+          await sleep(killSent === Infinity ? Math.max(1, Math.min(every, killAt - before)) : every);
           if (!alive()) return;
           const now = performance.now();
           if (killSent === Infinity && now >= killAt) {
             killedWith = 'SIGKILL';
+            // The deadline that held: the first one's grace, or a lost lease's that came since.
+            killedAfterMs = Math.round(killAt - stopStarted);
             killSent = now;
             signalGroup(pid, 'SIGKILL');
           }
@@ -252,33 +288,37 @@ export function runCommand(run: CommandRun): Promise<CommandEnded> {
             return;
           }
         }
-      })().finally(() => {
-        stopDone = true;
-      });
+      })().finally(() => stopEndedWake());
       return stopping;
     };
 
-    let abortGrace = 0;
     const leaseGrace = Math.min(spec.killAfterMs, run.leaseLostGraceMs ?? spec.killAfterMs);
     const onAbort = () => {
       const reason = signal.reason as AbortReason;
-      abortGrace = reason === 'lease-lost' || run.leaseGone?.aborted ? leaseGrace : spec.killAfterMs;
+      const leaseLost = reason === 'lease-lost' || run.leaseGone?.aborted === true;
+      // The leader has exited: the outcome is its exit, whatever comes while its leftovers are stopped
+      // or its pipes drain (a timeout, a shutdown); a lost lease only brings their SIGKILL nearer.
+      if (exited) {
+        if (leaseLost) void stopGroup(leaseGrace);
+        return;
+      }
       ended.stopped = { reason, text: '' };
-      void stopGroup(abortGrace);
+      void stopGroup(leaseLost ? leaseGrace : spec.killAfterMs);
     };
     signal.addEventListener('abort', onAbort, { once: true });
-    // The lease lost while the group is being stopped (its killAfter after a timeout): another node
-    // may start the next attempt once the lease runs out in the store, so the group goes sooner.
+    // The lease lost while the group is being stopped (its killAfter after a timeout, or the leader's
+    // leftovers): another node may start the next attempt once the lease runs out in the store, so the
+    // group goes sooner.
     const onLeaseGone = () => {
-      if (!ended.stopped) return;
-      abortGrace = Math.min(abortGrace, leaseGrace);
+      if (!ended.stopped && !exited) return;
       void stopGroup(leaseGrace);
     };
     run.leaseGone?.addEventListener('abort', onLeaseGone, { once: true });
 
     void (async () => {
       // An abort's stop may end without the leader's exit event (a process in uninterruptible sleep).
-      while (!exited && !stopDone) await Promise.race([exitedNow, sleep(50)]);
+      // One race, no polling: a command may run for hours, and each poll would leave a handler on exitedNow.
+      await Promise.race([exitedNow, stopEnded]);
       // Whatever the leader left in its group goes too (an abort has brought killAt nearer already).
       if (!ended.stopped && groupAlive(pid)) log.warn({ pid }, 'the command exited but left processes in its group: stopping them');
       await stopGroup(spec.killAfterMs);
@@ -294,10 +334,15 @@ export function runCommand(run: CommandRun): Promise<CommandEnded> {
         child.stderr?.destroy();
       }
       if (ended.stopped) {
-        const grace = formatDuration(abortGrace);
+        const grace = formatDuration(killedAfterMs);
         ended.stopped.text = killedWith === 'SIGKILL' ? `SIGTERM not heeded: the process group was killed (SIGKILL) after ${grace}`
           : killedWith === 'SIGTERM' ? 'the process group ended on SIGTERM' : 'the command had ended';
       }
+      // The signal, not the command, ended the leader: no outcome is written (a command's death
+      // would read as its failure and owe a retry), as for a JavaScript body that such a signal ends.
+      // The row stays running and is taken over once its lease runs out; this process ends by the
+      // signal as soon as every group is gone.
+      if (endingBySignal) return;
       resolve(finish());
     })();
   });
