@@ -68,8 +68,8 @@ describe('nodes', () => {
     }
     const text = await runCli(['nodes'], { cwd: ws.dir, env: envOf(ws) });
     expect(text.code, text.stderr).toBe(0);
-    expect(text.stdout.split('\n')[0]).toMatch(/^ID\s+HOST\s+VERSION\s+STARTED\s+HEARTBEAT\s+RUNS\s+OFFSET\s+STATE$/);
-    expect(text.stdout).toMatch(/node-a\s+\S+\s+\S+\s+\S+ ago\s+\S+ ago\s+1\s+\+0ms\s+running/);
+    expect(text.stdout.split('\n')[0]).toMatch(/^ID\s+HOST\s+PID\s+VERSION\s+STARTED\s+HEARTBEAT\s+RUNS\s+OFFSET\s+STATE$/);
+    expect(text.stdout).toMatch(new RegExp(`node-a\\s+\\S+\\s+${a.proc.pid}\\s+\\S+\\s+\\S+ ago\\s+\\S+ ago\\s+1\\s+\\+0ms\\s+running`));
     for (const line of text.stdout.split('\n')) expect(line.length).toBeLessThanOrEqual(100);
 
     // node-a's id from this host while node-a lives: refused before any claim.
