@@ -13,7 +13,7 @@ const cut = (text: string, max: number): string => (text.length <= max ? text : 
 
 export function nodesCommand(program: Command): void {
   withCommonOptions(program.command('nodes'))
-    .description('the live and recently stopped nodes (last 24 h): id, host, version, started, last heartbeat, runs in flight, clock offset to the store')
+    .description('the live and recently stopped nodes (last 24 h): id, host, pid, version, started, last heartbeat, runs in flight, clock offset to the store')
     .action(async (options: CommonOptions) => {
       const { config } = setup(options);
       const stores = await openStores(config);
@@ -25,12 +25,21 @@ export function nodesCommand(program: Command): void {
       }
       // The live ones first, each group by id.
       nodes.sort((a, b) => Number(b.alive) - Number(a.alive) || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
-      print(options.json, nodes.map(nodeView), () => nodes.length === 0 ? 'no node has run in the last 24 h' : table([
-        ['ID', 'HOST', 'VERSION', 'STARTED', 'HEARTBEAT', 'RUNS', 'OFFSET', 'STATE'],
-        ...nodes.map((n) => [
-          cut(n.id, 22), cut(n.host, 18), cut(n.version, 7), `${formatAge(n.heartbeatAgeMs + n.heartbeatAt - n.startedAt)} ago`,
-          `${formatAge(n.heartbeatAgeMs)} ago`, String(n.inFlight), formatOffset(n.clockOffsetMs), stateText(n),
-        ]),
-      ]));
+      print(options.json, nodes.map(nodeView), () => nodesText(nodes));
     });
+}
+
+/**
+ * The text table, within 100 columns: the id and the host are cut (ages stay under 11 characters
+ * below 100 days, a Linux pid under 8 digits). The pid is the one a refused start names.
+ */
+export function nodesText(nodes: ListedNode[]): string {
+  if (nodes.length === 0) return 'no node has run in the last 24 h';
+  return table([
+    ['ID', 'HOST', 'PID', 'VERSION', 'STARTED', 'HEARTBEAT', 'RUNS', 'OFFSET', 'STATE'],
+    ...nodes.map((n) => [
+      cut(n.id, 18), cut(n.host, 13), String(n.pid), cut(n.version, 7), `${formatAge(n.heartbeatAgeMs + n.heartbeatAt - n.startedAt)} ago`,
+      `${formatAge(n.heartbeatAgeMs)} ago`, String(n.inFlight), formatOffset(n.clockOffsetMs), stateText(n),
+    ]),
+  ]);
 }

@@ -5,7 +5,9 @@
  * skipped (reason paused) and no body starts; owed attempts stay pending until `resume`.
  *
  * Known jobs: the valid jobs of this node's jobs folder, and every job in the jobs table (declared
- * by some node, or paused by name before), since a job may be defined only on other nodes.
+ * by some node, or paused by name before), since a job may be defined only on other nodes. Names
+ * stay in the table for good, so a job that no live node declares (not yet deployed, or removed
+ * long ago) is still accepted (a pause before a deploy is legitimate), with a note saying so.
  */
 import type { Command } from 'commander';
 import { SchedulerError, UsageError, errorMessage } from '../errors.js';
@@ -15,6 +17,8 @@ import type { JobStore } from '../store/types.js';
 import type { Config } from '../config/config.js';
 import { jobsOf, print, setup, withCommonOptions, type CommonOptions } from './common.js';
 import { unknownJob } from './next.js';
+import { JOB_SEEN_TTL_MS } from '../run/takeover.js';
+import { formatLocal, relativeTime } from '../time/display.js';
 
 /** The column's size (migration 0006), in characters. */
 export const MAX_REASON_CHARS = 500;
@@ -33,6 +37,12 @@ export interface PauseReport {
   reason: string | null;
   /** When it was paused (store clock, ISO), null when it is not paused. */
   since: string | null;
+  /** When a node last declared the job (store clock, ISO); null when none ever has. */
+  declaredAt: string | null;
+  /** A live node declared it within the last 30 s (every node re-declares its jobs every 10 s). */
+  declaredRecently: boolean;
+  /** The store's clock when this ran (ISO): what the note's relative time is measured from. */
+  at: string;
 }
 
 /** `--reason`: one line of at most MAX_REASON_CHARS characters; empty means none. */
@@ -79,9 +89,14 @@ async function change(name: string, options: CommonOptions, pause: boolean, reas
     await refuseUnknown(name, folder, stores.jobStore);
     const outcome = await stores.jobStore.setPaused(name, pause, reason);
     const row = (await stores.jobStore.get([name])).get(name);
+    const now = await stores.db.now();
+    // seen_at 0: the row was made by a pause, no node has declared the job.
+    const seenAt = row && row.seenAt > 0 ? row.seenAt : null;
     report = {
       job: name, action: pause ? 'pause' : 'resume', changed: outcome === 'changed', paused: row?.paused ?? pause,
       reason: row?.pausedReason ?? null, since: row?.pausedAt ? new Date(row.pausedAt).toISOString() : null,
+      declaredAt: seenAt === null ? null : new Date(seenAt).toISOString(), declaredRecently: seenAt !== null && now - seenAt < JOB_SEEN_TTL_MS,
+      at: new Date(now).toISOString(),
     };
   } finally {
     await stores.close();
@@ -89,8 +104,14 @@ async function change(name: string, options: CommonOptions, pause: boolean, reas
   print(options.json, report, () => describe(report));
 }
 
-/** The one line `pause` / `resume` print. */
+/** The line `pause` / `resume` print, and a note when no live node has the job. */
 export function describe(r: PauseReport): string {
+  const line = outcomeLine(r);
+  const note = declaredNote(r);
+  return note ? `${line}\n${note}` : line;
+}
+
+function outcomeLine(r: PauseReport): string {
   const why = r.reason ? ` (reason: ${r.reason})` : '';
   if (r.action === 'pause') {
     const what = r.changed ? `paused job '${r.job}'${why}` : `job '${r.job}' was already paused since ${r.since}${why}`;
@@ -99,6 +120,15 @@ export function describe(r: PauseReport): string {
   return r.changed
     ? `resumed job '${r.job}': every node runs its periods again within one tick (1 s); its owed attempts run when due`
     : `job '${r.job}' was not paused: nothing changed`;
+}
+
+/** A job no live node declares: a typo of a name still in the table, or a job not deployed yet. */
+function declaredNote(r: PauseReport): string | null {
+  if (r.declaredRecently) return null;
+  const applies = r.action === 'pause' ? 'the pause is kept and applies to the nodes that define it when they run' : 'nothing runs it until a node that defines it runs';
+  if (r.declaredAt === null) return `note: no node has declared '${r.job}' yet; ${applies}`;
+  const at = new Date(r.declaredAt);
+  return `note: no live node has declared '${r.job}' since ${formatLocal(at, 'UTC', 'minute')} UTC (${relativeTime(at, new Date(r.at))}); ${applies}`;
 }
 
 type Folder = { loaded: LoadedJobs } | { error: string };

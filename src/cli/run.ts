@@ -9,6 +9,7 @@ import { describeConfig } from '../config/config.js';
 import { loadJobsForReload, Reloader } from '../daemon/reload.js';
 import { configFrom, jobsOf, setup, withCommonOptions, type CommonOptions } from './common.js';
 import { takeHeldSignals } from './signals.js';
+import { EXIT } from './exit.js';
 import { NodeHeartbeat } from '../nodes/heartbeat.js';
 import { registerNode } from '../nodes/register.js';
 import { terminalOf } from '../log.js';
@@ -71,7 +72,14 @@ export function runCommand(program: Command): void {
         await rt.close().catch(() => {});
         throw err;
       });
-      const heartbeat = new NodeHeartbeat({ store: rt.nodeStore, owner, inFlight: () => rt.executor.size, clockOffsetMs: () => rt.clock.reading().offsetMs, log });
+      // Another live process taking the id over ends this node as a signal would, then exit 2 (see heartbeat.ts).
+      let takenOver = false;
+      let onTakenOver = () => {};
+      const heartbeat = new NodeHeartbeat({ store: rt.nodeStore, owner, inFlight: () => rt.executor.size, clockOffsetMs: () => rt.clock.reading().offsetMs, log,
+        onTakenOver: () => {
+          takenOver = true;
+          onTakenOver();
+        } });
       log.info({ config: describeConfig(config), jobs: jobs.map((j) => j.name), invalidFiles: invalid.length, lock: rt.lock.kind }, 'daemon starting');
       // Under a terminal: a few lines instead of the configuration, and one line per run outcome.
       const terminal = terminalOf(log);
@@ -136,25 +144,32 @@ export function runCommand(program: Command): void {
       if (hupWhileStarting) reloader.request();
 
       await new Promise<void>((resolve) => {
+        const shutdown = (fields: Record<string, unknown>, message: string) => {
+          stopping = true;
+          reloader.stop();
+          void pruner.stop();
+          heartbeat.stopping();
+          const { gracePeriodMs } = reloader.config;
+          log.info({ ...fields, gracePeriod: formatDuration(gracePeriodMs) }, message);
+          void scheduler.stop(gracePeriodMs).then(resolve, (err) => {
+            log.error({ err: { message: errorMessage(err) } }, 'error while stopping');
+            resolve();
+          });
+        };
         onSignal = (signal: NodeJS.Signals) => {
           if (stopping) {
             log.warn({ signal }, 'second signal: interrupting in-flight runs now');
             scheduler.force();
             return;
           }
-          stopping = true;
-          reloader.stop();
-          void pruner.stop();
-          heartbeat.stopping();
-          const { gracePeriodMs } = reloader.config;
-          log.info({ signal, gracePeriod: formatDuration(gracePeriodMs) }, 'shutdown requested');
-          void scheduler.stop(gracePeriodMs).then(resolve, (err) => {
-            log.error({ err: { message: errorMessage(err) } }, 'error while stopping');
-            resolve();
-          });
+          shutdown({ signal }, 'shutdown requested');
         };
-        // A signal that came while starting.
+        onTakenOver = () => {
+          if (!stopping) shutdown({ reason: 'node id taken over' }, 'shutdown: the node id was taken over by another live process');
+        };
+        // A signal that came while starting, or a takeover heard then.
         if (requested) onSignal(requested);
+        else if (takenOver) onTakenOver();
       });
       await pruner.stop();
       // Side by side: each waits a few seconds at most for a store that may be away.
@@ -162,5 +177,7 @@ export function runCommand(program: Command): void {
       // Closing waits for the pools; a store that does not answer must not hold the exit.
       await Promise.race([rt.close(), new Promise((r) => setTimeout(r, 2000).unref())]);
       log.info('stopped');
+      // Like a node id held at start: a restart would not help (systemd's RestartPreventExitStatus=2).
+      if (takenOver) process.exitCode = EXIT.invalid;
     });
 }

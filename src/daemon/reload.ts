@@ -2,7 +2,8 @@
  * Reload on SIGHUP: the configuration (defaults < config file < environment < flags; only the file
  * can have changed) and the jobs folder, loaded again and applied without dropping in-flight runs.
  *
- * - A setting that a running process cannot change (store, redis, redisPrefix, nodeId, http, and the tokens and webhook it started with) refuses
+ * - A setting that a running process cannot change (store, redis, redisPrefix, nodeId, http, and the
+ *   tokens and webhook it started with: httpToken, alertWebhook, alertToken) refuses
  *   the whole reload with one line, jobs included: the daemon stays exactly as it was, rather than in
  *   a state that no version of the file describes. A config file that is now invalid, or a jobs
  *   folder that cannot be read, likewise.

@@ -4,11 +4,17 @@
  * ended, so the row is beaten as 'stopping' on a timer of its own (a grace period may outlast the
  * liveness window), and set 'stopped' at the end. Every write is best effort: the store may be down,
  * and the sweep reports that already.
+ *
+ * A heartbeat that finds the row no longer this process's, held by another live process (one that
+ * judged this one gone after a silence past the liveness window, or a twin with the same host name
+ * and pid), ends this node: one error line naming the other's host and pid, then `onTakenOver`, which
+ * shuts the daemon down as a signal would (in-flight runs finish or are handed over) and exits 2.
+ * Two processes claiming under one id would each take the other's runs for their own.
  */
 import { errorMessage } from '../errors.js';
 import type { Logger } from '../log.js';
 import { NODE_HEARTBEAT_MS } from '../store/nodes.js';
-import type { NodeState, NodeStore, RegisteredNode } from '../store/types.js';
+import type { ListedNode, NodeState, NodeStore, RegisteredNode } from '../store/types.js';
 
 /** How often the rows of long-gone nodes are deleted (the first time at the first pulse). */
 const FORGET_EVERY_MS = 3600_000;
@@ -22,6 +28,13 @@ export interface NodeHeartbeatOptions {
   clockOffsetMs: () => number;
   log: Logger;
   everyMs?: number;
+  /** Another live process holds the row now: called once, to shut down. */
+  onTakenOver?: (holder: ListedNode) => void;
+}
+
+/** The one line a node whose id was taken over by another live process logs. */
+export function takenOverMessage(id: string, holder: ListedNode): string {
+  return `node id "${id}" was taken over by another live process: host ${holder.host}, pid ${holder.pid}; this node stops claiming and shuts down (exit 2); give each node its own SCHEDULER_NODE_ID`;
 }
 
 export class NodeHeartbeat {
@@ -34,6 +47,8 @@ export class NodeHeartbeat {
   private lastForget = -Infinity;
   private stoppingTimer: NodeJS.Timeout | undefined;
   private warnedLost = false;
+  /** The live process that holds the row now: nothing more is written. */
+  private takenBy: ListedNode | undefined;
   private readonly everyMs: number;
 
   constructor(private readonly options: NodeHeartbeatOptions) {
@@ -56,15 +71,11 @@ export class NodeHeartbeat {
 
   private async beat(): Promise<void> {
     const { store, owner, log } = this.options;
+    if (this.takenBy) return;
     try {
       const ours = await store.beat(owner, { inFlight: this.options.inFlight(), clockOffsetMs: this.options.clockOffsetMs(), state: this.state });
       this.lastBeat = performance.now();
-      if (!ours && !this.warnedLost) {
-        this.warnedLost = true;
-        // Another process registered the id: it judged this one gone (a silence past the liveness
-        // window), or it is a twin with the same host name and pid (containers given one fixed host name).
-        log.error({ nodeId: owner.id }, 'another process has taken this node id over in the nodes table: two processes share the node id; give each node its own SCHEDULER_NODE_ID');
-      }
+      if (!ours && !this.warnedLost) await this.lost();
       if (performance.now() - this.lastForget >= FORGET_EVERY_MS) {
         this.lastForget = performance.now();
         const forgotten = await store.forgetGone();
@@ -73,6 +84,21 @@ export class NodeHeartbeat {
     } catch (err) {
       log.debug({ err: { message: errorMessage(err) } }, 'node heartbeat not written');
     }
+  }
+
+  /** The row is no longer this process's: who has it? (A read that fails is tried again at the next heartbeat.) */
+  private async lost(): Promise<void> {
+    const { store, owner, log } = this.options;
+    const holder = await store.get(owner.id);
+    if (holder && holder.alive && !(holder.host === owner.host && holder.pid === owner.pid && holder.startedAt === owner.startedAt)) {
+      this.takenBy = holder;
+      log.error({ nodeId: owner.id, holder: { host: holder.host, pid: holder.pid } }, takenOverMessage(owner.id, holder));
+      this.options.onTakenOver?.(holder);
+      return;
+    }
+    // Deleted, or taken by a process that has stopped since: nobody else claims under the id now.
+    this.warnedLost = true;
+    log.error({ nodeId: owner.id }, 'this node id\'s row in the nodes table is no longer this process\'s (deleted, or taken over by a process that has stopped since); this node keeps running unlisted');
   }
 
   /** The shutdown started: state 'stopping' now, then beaten on its own timer (the sweeps have ended) until stopped(). */
@@ -94,6 +120,7 @@ export class NodeHeartbeat {
   }
 
   private async setState(state: NodeState): Promise<void> {
+    if (this.takenBy) return;
     try {
       await this.options.store.setState(this.options.owner, state);
     } catch (err) {

@@ -274,6 +274,22 @@ const migrations: Migration[] = [
       });
     },
   },
+  {
+    // The start of the process that wrote a node row (`<boot id>:<start in clock ticks>`, from /proc;
+    // NULL where there is none), so that a restart on its host tells the old process from another
+    // one given its pid since. Nullable: rows written before it are judged by the pid alone.
+    name: '0011_node_proc_start',
+    async up(knex) {
+      await knex.schema.alterTable(NODES_TABLE, (t) => {
+        t.string('proc_start', 80).nullable();
+      });
+    },
+    async down(knex) {
+      await knex.schema.alterTable(NODES_TABLE, (t) => {
+        t.dropColumn('proc_start');
+      });
+    },
+  },
 ];
 
 export const migrationSource: Knex.MigrationSource<Migration> = {

@@ -6,7 +6,7 @@
 import type { Knex } from 'knex';
 import { Database } from './database.js';
 import { NODES_TABLE } from './migrations.js';
-import type { ListedNode, NodeOwner, NodeRecord, NodeRegistration, NodeState, NodeStore, RegisteredNode, RegisterResult } from './types.js';
+import type { ListedNode, NodeOwner, PidAlive, NodeRecord, NodeRegistration, NodeState, NodeStore, RegisteredNode, RegisterResult } from './types.js';
 
 /** How often a daemon writes its heartbeat (at most; from its once-a-second sweep). */
 export const NODE_HEARTBEAT_MS = 5000;
@@ -27,6 +27,7 @@ interface Row {
   in_flight: number | string;
   clock_offset_ms: number | string;
   state: string;
+  proc_start: string | null;
   store_now: number | string;
 }
 
@@ -41,6 +42,7 @@ const toListed = (r: Row): ListedNode => {
     inFlight: Number(r.in_flight),
     clockOffsetMs: Number(r.clock_offset_ms),
     state: r.state as NodeState,
+    procStart: r.proc_start ?? null,
   };
   const heartbeatAgeMs = Math.max(0, Number(r.store_now) - record.heartbeatAt);
   return { ...record, heartbeatAgeMs, alive: record.state !== 'stopped' && heartbeatAgeMs < NODE_ALIVE_MS };
@@ -48,14 +50,15 @@ const toListed = (r: Row): ListedNode => {
 
 /**
  * Whether `row` is held by another live process than `me`: alive (by the store's clock) and on
- * another host, or on our host with another pid that is still alive. The same host and the same pid
+ * another host, or on our host with another pid that is still alive (the process that wrote the row:
+ * `pidAlive` is given its start stamp, so that a zombie or a reused pid is not). The same host and the same pid
  * as ours is a process that is gone (a container restarted: the hostname and pid 1 are the same again).
  */
-export function heldByAnother(row: ListedNode, me: NodeOwner, pidAlive: (pid: number) => boolean): boolean {
+export function heldByAnother(row: ListedNode, me: NodeOwner, pidAlive: PidAlive): boolean {
   if (!row.alive) return false;
   if (row.host !== me.host) return true;
   if (row.pid === me.pid) return false;
-  return pidAlive(row.pid);
+  return pidAlive(row.pid, row.procStart);
 }
 
 const ownerOf = (o: RegisteredNode) => ({ id: o.id, host: o.host, pid: o.pid, started_at: o.startedAt });
@@ -76,7 +79,7 @@ export class KnexNodeStore implements NodeStore {
     return row ? toListed(row) : null;
   }
 
-  async register(node: NodeRegistration, pidAlive: (pid: number) => boolean): Promise<RegisterResult> {
+  async register(node: NodeRegistration, pidAlive: PidAlive): Promise<RegisterResult> {
     return this.db.wrap('register node', async () => {
       for (let i = 0; i < REGISTER_TRIES; i++) {
         const previous = await this.read(node.id);
@@ -86,7 +89,7 @@ export class KnexNodeStore implements NodeStore {
         const registered: RegisteredNode = { id: node.id, host: node.host, pid: node.pid, startedAt };
         const fresh = {
           host: node.host, pid: node.pid, version: node.version, started_at: startedAt, heartbeat_at: this.db.nowRaw(),
-          in_flight: 0, clock_offset_ms: Math.round(node.clockOffsetMs), state: 'running',
+          in_flight: 0, clock_offset_ms: Math.round(node.clockOffsetMs), state: 'running', proc_start: node.procStart ?? null,
         };
         if (!previous) {
           // A new id; 0 inserted: another process inserted it between the read and here.
@@ -102,6 +105,10 @@ export class KnexNodeStore implements NodeStore {
       }
       throw new Error(`node id "${node.id}": its row kept changing while this process registered (${REGISTER_TRIES} tries); another process is starting with the same id`);
     });
+  }
+
+  async get(id: string): Promise<ListedNode | null> {
+    return this.db.wrap('read node', () => this.read(id));
   }
 
   async beat(owner: RegisteredNode, status: { inFlight: number; clockOffsetMs: number; state: NodeState }): Promise<boolean> {

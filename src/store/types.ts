@@ -273,6 +273,8 @@ export interface NodeRecord {
   inFlight: number;
   clockOffsetMs: number;
   state: NodeState;
+  /** The start of the process that wrote the row, as /proc tells it (`<boot id>:<start in clock ticks>`); null without /proc or from before the column. */
+  procStart: string | null;
 }
 
 /** The process a node row belongs to: the one that registered it. */
@@ -296,7 +298,12 @@ export interface RegisteredNode extends NodeOwner {
 export interface NodeRegistration extends NodeOwner {
   version: string;
   clockOffsetMs: number;
+  /** This process's start stamp (see NodeRecord.procStart); absent or null where there is no /proc. */
+  procStart?: string | null;
 }
+
+/** Whether a process of this host is alive: its pid, and the start stamp its row holds (null: judge by the pid alone). */
+export type PidAlive = (pid: number, procStart: string | null) => boolean;
 
 /** A node row as read, judged by the store's clock when it was read. */
 export interface ListedNode extends NodeRecord {
@@ -317,14 +324,16 @@ export interface NodeStore {
    * Writes this process's row (state 'running', started and heartbeat now by the store's clock),
    * unless another live process holds the id: a row 'running' or 'stopping' with a fresh heartbeat,
    * whose host differs from ours, or whose host is ours and whose pid is another one that
-   * `pidAlive` says is alive. Compare-and-set on the row read: of two processes registering the
+   * `pidAlive` says is alive (given the row's start stamp, so that a reused pid is not the old process). Compare-and-set on the row read: of two processes registering the
    * same id at once, one wins and the other sees the winner's row.
    */
-  register(node: NodeRegistration, pidAlive: (pid: number) => boolean): Promise<RegisterResult>;
+  register(node: NodeRegistration, pidAlive: PidAlive): Promise<RegisterResult>;
   /** The heartbeat (store clock) with what the node is doing; false when the row is no longer this process's. */
   beat(owner: RegisteredNode, status: { inFlight: number; clockOffsetMs: number; state: NodeState }): Promise<boolean>;
   /** Sets the state (and the heartbeat); 'stopped' also zeroes the runs in flight. False when the row is not this process's. */
   setState(owner: RegisteredNode, state: NodeState): Promise<boolean>;
+  /** The row of one node id, judged by the store's clock; null when there is none. */
+  get(id: string): Promise<ListedNode | null>;
   /** Nodes that beat (or stopped) within `recentMs` by the store's clock, by id. */
   list(options: { recentMs: number }): Promise<ListedNode[]>;
   /** Deletes the rows of nodes stopped or silent for longer than `olderThanMs` (default 7 days); returns how many. */

@@ -61,6 +61,29 @@ for (const backend of backends) {
       expect(n!.heartbeatAt).toBeGreaterThanOrEqual(n!.startedAt);
       expect(n!.heartbeatAgeMs).toBeGreaterThanOrEqual(0);
       expect(n!.heartbeatAgeMs).toBeLessThan(NODE_ALIVE_MS);
+      // Written before the column, or where there is no /proc: no stamp.
+      expect(n!.procStart).toBeNull();
+      expect(await nodes.get(id)).toMatchObject({ id, host: 'db-2', pid: 4242, alive: true, procStart: null });
+      expect(await nodes.get(`none-${uid()}`)).toBeNull();
+    });
+
+    it("the holder's start stamp is stored and given to pidAlive with its pid, so that a reused pid is not taken for the holder", async () => {
+      const id = `stamp-${uid()}`;
+      const stamp = 'f2a1ee80-5c89-4630-a80a-337af0c23bc8:171563';
+      await nodes.register(node(id, 'db-2', 4242, { procStart: stamp }), nonePids);
+      expect(await nodes.get(id)).toMatchObject({ pid: 4242, procStart: stamp });
+      const asked: Array<[number, string | null]> = [];
+      // pid 4242 is alive, but under another start: another process was given the pid since.
+      const r = await nodes.register(node(id, 'db-2', 5000, { procStart: 'f2a1ee80-5c89-4630-a80a-337af0c23bc8:999' }), (pid, start) => {
+        asked.push([pid, start]);
+        return start !== stamp;
+      });
+      expect(asked).toEqual([[4242, stamp]]);
+      expect(r.outcome).toBe('registered');
+      expect(await nodes.get(id)).toMatchObject({ pid: 5000, procStart: 'f2a1ee80-5c89-4630-a80a-337af0c23bc8:999' });
+      // The same process (its stamp matches): held.
+      const held = await nodes.register(node(id, 'db-2', 6000), (pid, start) => pid === 5000 && start === 'f2a1ee80-5c89-4630-a80a-337af0c23bc8:999');
+      expect(held.outcome === 'held' && held.holder.pid).toBe(5000);
     });
 
     it('a live holder on another host refuses the id (nothing written); on this host only while its pid is alive', async () => {

@@ -4,6 +4,7 @@
  * returned; a job whose first attempt fails once, so that a retry is owed (pending) at pause time.
  * Then one daemon on SQLite with a jittered job: a pause that lands while a claimed period waits for
  * its jittered start stops its body too.
+ * Then, on SQLite with no daemon: `pause` of a job no live node declares says so in a note.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { writeFileSync } from 'node:fs';
@@ -14,6 +15,9 @@ import { Workspace, type HistoryRun } from '../helpers/workspace.js';
 import { instantOf, waitForLog } from './cluster-scenario.js';
 import { jitterDelayMs } from '../../src/time/jitter.js';
 import { compileSchedule, nextPeriodAfter, periodKey } from '../../src/time/schedule.js';
+import { Database } from '../../src/store/database.js';
+import { JOBS_TABLE } from '../../src/store/migrations.js';
+import { KnexJobStore } from '../../src/store/jobs.js';
 
 const TICK_JOB = `
 import { appendFileSync } from 'node:fs';
@@ -116,7 +120,7 @@ describe('pause and resume: 2 daemons on PostgreSQL', () => {
     expect(pause.stdout).toContain('every node honours it within one tick');
     const again = await cli('pause', 'tick', '--reason', 'ledger maintenance, part 2', '--json');
     expect(again.code, again.stderr).toBe(0);
-    expect(JSON.parse(again.stdout)).toMatchObject({ job: 'tick', action: 'pause', changed: false, paused: true, reason: 'ledger maintenance, part 2' });
+    expect(JSON.parse(again.stdout)).toMatchObject({ job: 'tick', action: 'pause', changed: false, paused: true, reason: 'ledger maintenance, part 2', declaredRecently: true });
 
     // Watch until several periods past the bound have rows and the owed retry is well past due.
     const bound = returnedAt + 1000;
@@ -246,4 +250,48 @@ export default {
     expect(daemon.logs().find((l) => l.msg === 'period skipped: the job was paused while it waited for its jittered start')).toMatchObject({ job: name, periodKey: key, reason: 'during the jitter' });
     expect(daemon.logs().some((l) => l.msg === 'event run-started' && (l.event as { periodKey: string }).periodKey === key)).toBe(false);
   }, 240_000);
+});
+
+describe('pause of a job no live node declares', () => {
+  let ws: Workspace;
+  afterAll(() => ws?.cleanup());
+
+  it('is accepted, with a note: never declared (not deployed yet), or not since a date long ago', async () => {
+    ws = new Workspace('cron-pause-note-');
+    ws.writeJob('fresh.mjs', `export default { schedule: '0 * * * *', run() {} };`);
+    const env = { SCHEDULER_STORE: ws.sqliteStore(), SCHEDULER_JOBS_DIR: ws.jobsDir };
+    const cli = (...args: string[]) => runCli(args, { cwd: ws.dir, env });
+
+    // In this node's folder, never run anywhere: a pause before the deploy.
+    const fresh = await cli('pause', 'fresh');
+    expect(fresh.code, fresh.stderr).toBe(0);
+    expect(fresh.stdout.trim().split('\n')).toEqual([
+      "paused job 'fresh': every node honours it within one tick (1 s); its periods are recorded skipped (paused) until 'resume fresh'",
+      "note: no node has declared 'fresh' yet; the pause is kept and applies to the nodes that define it when they run",
+    ]);
+
+    // A name left in the jobs table by a node that last declared it 120 days ago.
+    const db = await Database.open({ kind: 'sqlite', path: ws.path('scheduler.db'), url: ws.sqliteStore() });
+    let lastSeen: number;
+    try {
+      await new KnexJobStore(db).declare([{ name: 'old-report', reconciledThrough: null }]);
+      lastSeen = (await db.now()) - 120 * 86_400_000;
+      await db.knex(JOBS_TABLE).where({ name: 'old-report' }).update({ seen_at: lastSeen });
+    } finally {
+      await db.close();
+    }
+    const day = new Date(lastSeen).toISOString().slice(0, 10);
+    const old = await cli('pause', 'old-report', '--reason', 'incident 42');
+    expect(old.code, old.stderr).toBe(0);
+    const lines = old.stdout.trim().split('\n');
+    expect(lines).toHaveLength(2);
+    expect(lines[0]).toBe("paused job 'old-report' (reason: incident 42): every node honours it within one tick (1 s); its periods are recorded skipped (paused) until 'resume old-report'");
+    expect(lines[1]).toMatch(new RegExp(`^note: no live node has declared 'old-report' since ${day} \\d\\d:\\d\\d UTC \\(120d ago\\); the pause is kept and applies to the nodes that define it when they run$`));
+
+    const json = await cli('pause', 'old-report', '--json');
+    expect(JSON.parse(json.stdout)).toMatchObject({ job: 'old-report', changed: false, paused: true, declaredAt: new Date(lastSeen).toISOString(), declaredRecently: false });
+    const resumed = await cli('resume', 'old-report');
+    expect(resumed.code, resumed.stderr).toBe(0);
+    expect(resumed.stdout.trim().split('\n')[1]).toMatch(/^note: no live node has declared 'old-report' since .* \(120d ago\); nothing runs it until a node that defines it runs$/);
+  }, 60_000);
 });

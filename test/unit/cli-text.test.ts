@@ -1,12 +1,13 @@
 /**
- * `list` and `history` as people read them: every line within 100 columns whatever the names, times
+ * `list`, `history` and `nodes` as people read them: every line within 100 columns whatever the names, times
  * in the job's zone (UTC with --utc) with how far from now, and every field history promises.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { historyText } from '../../src/cli/history.js';
-import type { RunRecord } from '../../src/store/types.js';
+import { nodesText } from '../../src/cli/nodes.js';
+import type { ListedNode, RunRecord } from '../../src/store/types.js';
 import { runCli } from '../helpers/cli.js';
 import { removeTempDirs, tempDir } from './_fixtures.js';
 
@@ -77,5 +78,23 @@ describe('list text', () => {
     expect(utc.code, utc.stderr).toBe(0);
     expect(utc.stdout).toMatch(/^JOB +SCHEDULE +TIMEZONE +NEXT \(UTC\)$/m);
     expect(utc.stdout).toMatch(/^tokyo-midnight +@daily +Asia\/Tokyo +\d\d-\d\d 15:00:00 \(in \d+[smh]\)$/m);
+  });
+});
+
+describe('nodes text', () => {
+  const node = (over: Partial<ListedNode>): ListedNode => ({
+    id: 'a-node-name-that-is-far-too-long-to-print-whole-1234', host: 'ip-10-0-112-134.eu-west-1.compute.internal', pid: 4_194_303,
+    version: '10.20.300-beta.1', startedAt: 0, heartbeatAt: 99 * 86_400_000, inFlight: 1000, clockOffsetMs: -999_900, state: 'stopping',
+    procStart: null, alive: true, heartbeatAgeMs: 23 * 3600_000 + 59 * 60_000, ...over,
+  });
+
+  it('has a PID column (the pid a refused start names) and fits 100 columns with the widest values', () => {
+    const text = nodesText([node({}), node({ id: 'web-1', host: 'db-2', pid: 4242, version: '0.1.0', startedAt: 1000, heartbeatAt: 61_000, heartbeatAgeMs: 1200, inFlight: 0, clockOffsetMs: 12, state: 'running' })]);
+    const lines = text.split('\n');
+    expect(lines[0]).toMatch(/^ID\s+HOST\s+PID\s+VERSION\s+STARTED\s+HEARTBEAT\s+RUNS\s+OFFSET\s+STATE$/);
+    for (const l of lines) expect(l.length, l).toBeLessThanOrEqual(100);
+    expect(lines[1]).toMatch(/^a-node-name-that-…\s+ip-10-0-112-…\s+4194303\s+10.20.…\s+99d23h ago\s+23h59m ago\s+1000\s+-999\.9s\s+stopping$/);
+    expect(lines[2]).toMatch(/^web-1\s+db-2\s+4242\s+0\.1\.0\s+1m01s ago\s+1\.2s ago\s+0\s+\+12ms\s+running$/);
+    expect(nodesText([])).toBe('no node has run in the last 24 h');
   });
 });

@@ -134,9 +134,9 @@ describe('Reloader', () => {
 });
 
 describe('Reloader: secrets it started with', () => {
-  it('a changed HTTP token, webhook or store password refuses the reload with one line, the secrets redacted', async () => {
+  it('a changed HTTP token, webhook, alert token or store password refuses the reload with one line, the secrets redacted', async () => {
     const s = setup({ 'a.mjs': job('* * * * *') });
-    const base = { jobsDir: s.jobsDir, store: 'postgres://cron:old-pass-1@127.0.0.1:5432/db', httpToken: 'old-token-1', alertWebhook: 'https://hooks.example.com/old-path-1' };
+    const base = { jobsDir: s.jobsDir, store: 'postgres://cron:old-pass-1@127.0.0.1:5432/db', httpToken: 'old-token-1', alertWebhook: 'https://hooks.example.com/old-path-1', alertToken: 'old-alert-1' };
     const write = (over: Record<string, string>) => writeFileSync(join(s.dir, 'scheduler.json'), JSON.stringify({ ...base, ...over }));
     write({});
     const initial = await loadJobs(s.jobsDir, 'UTC', s.dir);
@@ -146,7 +146,7 @@ describe('Reloader: secrets it started with', () => {
       loadJobs: (c) => loadJobs(c.jobsDir, c.timezone, s.dir),
       replaceJobs: async (jobs) => { replaced.push(jobs); },
     });
-    for (const [over, setting] of [[{ httpToken: 'new-token-2' }, 'httpToken'], [{ alertWebhook: 'https://hooks.example.com/new-path-2' }, 'alertWebhook'], [{ store: 'postgres://cron:new-pass-2@127.0.0.1:5432/db' }, 'store']] as const) {
+    for (const [over, setting] of [[{ httpToken: 'new-token-2' }, 'httpToken'], [{ alertWebhook: 'https://hooks.example.com/new-path-2' }, 'alertWebhook'], [{ alertToken: 'new-alert-2' }, 'alertToken'], [{ store: 'postgres://cron:new-pass-2@127.0.0.1:5432/db' }, 'store']] as const) {
       write(over);
       s.lines.length = 0;
       reloader.request();
@@ -154,7 +154,7 @@ describe('Reloader: secrets it started with', () => {
       const refused = s.lines.filter((l) => String(l.msg).startsWith('reload refused'));
       expect(refused, JSON.stringify(s.lines)).toHaveLength(1);
       expect(String(refused[0]!.msg)).toContain(`${setting} changed`);
-      expect(JSON.stringify(s.lines)).not.toMatch(/old-token-1|new-token-2|old-path-1|new-path-2|old-pass-1|new-pass-2/);
+      expect(JSON.stringify(s.lines)).not.toMatch(/old-token-1|new-token-2|old-path-1|new-path-2|old-alert-1|new-alert-2|old-pass-1|new-pass-2/);
       write({});
     }
     expect(replaced).toEqual([]);
