@@ -1,14 +1,19 @@
 /**
- * /metrics: prom-client on a Registry of its own (never the global one, which a job body could fill).
- * Counters and histograms come from this node's events; the cluster-wide gauges (last success,
- * paused) from the summary cache; the node's state from the scheduler's snapshot. A scrape reads
- * memory only: no store statement.
+ * /metrics: prom-client on a Registry of its own (never the global one, which a job body could fill)
+ * for the node-wide metrics, and the per-job families rendered by job-series.ts (prom-client's
+ * rendering of 21 series per job was the scrape's whole cost). Counters and histograms come from this
+ * node's events; the cluster-wide gauges (last success, paused) from the summary cache; the node's
+ * state from the scheduler's snapshot. A scrape reads memory only: no store statement.
  */
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { ONCE_RESULTS, type ClaimOutcome, type SchedulerEvent, type SchedulerObserver } from '../events/events.js';
 import type { QuorumState } from '../claim/lock.js';
-import { FINAL_STATUSES } from '../store/types.js';
 import type { SummaryCache } from './summaries.js';
+import { gaugeText, JobSeries, type Family } from './job-series.js';
+
+const LAST_SUCCESS: Family = { name: 'scheduler_job_last_success_timestamp_seconds', help: "Finish of the job's newest succeeded attempt, cluster-wide (0: none)", type: 'gauge' };
+const NEXT_RUN: Family = { name: 'scheduler_job_next_run_timestamp_seconds', help: "The job's next period on this node's schedule (0: none)", type: 'gauge' };
+const PAUSED: Family = { name: 'scheduler_job_paused', help: '1 when the job is paused cluster-wide', type: 'gauge' };
 
 const CLAIM_OUTCOMES: readonly ClaimOutcome[] = ['won', 'lost_lock', 'lost_row', 'skipped', 'blocked', 'error'];
 
@@ -24,67 +29,39 @@ export interface MetricsState {
 }
 
 export class SchedulerMetrics implements SchedulerObserver {
+  /** prom-client's registry for the node-wide metrics; the per-job families are `perJob` (job-series.ts). */
   readonly registry = new Registry();
-  private readonly runs: Counter<'job' | 'status'>;
-  private readonly duration: Histogram<'job'>;
+  private readonly perJob = new JobSeries();
   private readonly fireDelay: Histogram;
   private readonly claims: Counter<'outcome'>;
   private readonly takeovers: Counter;
   private readonly leaseLost: Counter;
-  private readonly missed: Counter<'job'>;
   private readonly once: Counter<'result'>;
 
-  constructor(private readonly state: MetricsState, cache: SummaryCache, version: string, options: { onRunEnded?: () => void } = {}) {
+  constructor(private readonly state: MetricsState, private readonly cache: SummaryCache, version: string, options: { onRunEnded?: () => void } = {}) {
     const registers = [this.registry];
     collectDefaultMetrics({ register: this.registry });
-    this.runs = new Counter({ name: 'scheduler_runs_total', help: 'Attempts that ended on this node, and periods it recorded skipped, by final status', labelNames: ['job', 'status'], registers });
-    this.duration = new Histogram({ name: 'scheduler_run_duration_seconds', help: "Job bodies' run time on this node", labelNames: ['job'], registers,
-      // Few buckets: this histogram has a series per bucket per job (1,000 jobs: 11,000 series).
-      buckets: [0.05, 0.25, 1, 5, 30, 120, 600, 3600] });
     this.fireDelay = new Histogram({ name: 'scheduler_fire_delay_seconds', help: "From a scheduled period's instant (store clock) to its body's start on this node", registers,
       buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30] });
     this.claims = new Counter({ name: 'scheduler_claims_total', help: "This node's claims of periods and owed attempts, by outcome", labelNames: ['outcome'], registers });
     this.takeovers = new Counter({ name: 'scheduler_takeovers_total', help: 'Attempts of dead nodes (lease expired) this node ended', registers });
     this.leaseLost = new Counter({ name: 'scheduler_lease_lost_total', help: "This node's attempts that lost their lease", registers });
-    this.missed = new Counter({ name: 'scheduler_missed_periods_total', help: 'Periods this node recorded skipped as missed (older than catchUp with no run)', labelNames: ['job'], registers });
     this.once = new Counter({ name: 'scheduler_once_total', help: "ctx.once calls of bodies on this node: executed (fn ran, result stored), replayed (stored result returned), in_progress (gave up waiting for a live holder), failed (fn threw, key left failed)", labelNames: ['result'], registers });
     new Gauge({ name: 'scheduler_once_keys_retried', help: 'ctx.once keys (not expired), cluster-wide, whose fn was started more than once', registers,
       collect() { this.set(cache.onceRetried); } });
-    new Gauge({ name: 'scheduler_job_last_success_timestamp_seconds', help: "Finish of the job's newest succeeded attempt, cluster-wide (0: none)", labelNames: ['job'], registers,
-      collect() {
-        this.reset();
-        for (const job of state.jobs) this.set({ job }, (cache.summaries.get(job)?.lastSuccessAt ?? 0) / 1000);
-      } });
-    new Gauge({ name: 'scheduler_job_next_run_timestamp_seconds', help: "The job's next period on this node's schedule (0: none)", labelNames: ['job'], registers,
-      collect() {
-        const next = state.next();
-        this.reset();
-        for (const job of state.jobs) this.set({ job }, (next.get(job)?.getTime() ?? 0) / 1000);
-      } });
-    new Gauge({ name: 'scheduler_job_paused', help: '1 when the job is paused cluster-wide', labelNames: ['job'], registers,
-      collect() {
-        this.reset();
-        for (const job of state.jobs) this.set({ job }, cache.paused.has(job) ? 1 : 0);
-      } });
     new Gauge({ name: 'scheduler_redis_quorum', help: 'Redlock quorum: 1 ok (or no Redis configured), 0.5 degraded, 0 down', registers,
       collect() { this.set(QUORUM_VALUE[state.redis()]); } });
     new Gauge({ name: 'scheduler_store_up', help: '1 when the store answers this node', registers, collect() { this.set(state.storeUp() ? 1 : 0); } });
     new Gauge({ name: 'scheduler_clock_offset_seconds', help: "Store clock minus this node's clock", registers, collect() { this.set(state.clockOffsetMs() / 1000); } });
     new Gauge({ name: 'scheduler_build_info', help: 'The scheduler version this node runs', labelNames: ['version'], registers }).set({ version }, 1);
     // Every series a user would graph exists at 0 from the start (rate() needs a first sample).
-    for (const job of state.jobs) this.zeroJob(job);
+    for (const job of state.jobs) this.perJob.add(job);
     for (const outcome of CLAIM_OUTCOMES) this.claims.inc({ outcome }, 0);
     for (const result of ONCE_RESULTS) this.once.inc({ result }, 0);
     this.onRunEnded = options.onRunEnded ?? (() => {});
   }
 
   private readonly onRunEnded: () => void;
-
-  private zeroJob(job: string): void {
-    for (const status of FINAL_STATUSES) this.runs.inc({ job, status }, 0);
-    this.duration.zero({ job });
-    this.missed.inc({ job }, 0);
-  }
 
   /** Jobs a reload removed: a late event of theirs (a run in flight at the reload) must not bring their series back. */
   private readonly removed = new Set<string>();
@@ -96,12 +73,9 @@ export class SchedulerMetrics implements SchedulerObserver {
     for (const job of this.state.jobs) {
       if (after.has(job)) continue;
       this.removed.add(job);
-      for (const status of FINAL_STATUSES) this.runs.remove({ job, status });
-      this.duration.remove({ job });
-      this.missed.remove({ job });
+      this.perJob.remove(job);
     }
-    const before = new Set(this.state.jobs);
-    for (const job of names) if (!before.has(job)) this.zeroJob(job);
+    for (const job of names) this.perJob.add(job);
     this.state.jobs = [...names];
   }
 
@@ -115,18 +89,27 @@ export class SchedulerMetrics implements SchedulerObserver {
         break;
       case 'run-finished':
         if (!this.removed.has(event.job)) {
-          this.runs.inc({ job: event.job, status: event.status });
-          this.duration.observe({ job: event.job }, Math.max(0, event.durationMs) / 1000);
+          // Counted only when this node's write of the outcome landed: an attempt whose lease was
+          // lost (or whose outcome missed the shutdown deadline) keeps its row running, and the node
+          // that takes it over counts it (below), so each attempt is counted once across the cluster.
+          // Its body did run here: its duration is observed all the same.
+          if (event.recorded) this.perJob.countRun(event.job, event.status);
+          this.perJob.observeDuration(event.job, Math.max(0, event.durationMs) / 1000);
         }
         this.onRunEnded();
         break;
       case 'skipped':
         if (this.removed.has(event.job)) break;
-        this.runs.inc({ job: event.job, status: 'skipped' }, event.count);
-        if (event.reason === 'missed') this.missed.inc({ job: event.job }, event.count);
+        this.perJob.countRun(event.job, 'skipped', event.count);
+        if (event.reason === 'missed') this.perJob.countMissed(event.job, event.count);
         break;
       case 'takeover':
         this.takeovers.inc();
+        // The attempt this node ended: `abandoned` (the next one owed, or none when no live node
+        // defines the job), or `failed` when it was the last attempt the job had. Counted even for a
+        // job this node does not define (another node's, or one a reload removed here, whose series
+        // then come back): no other node counts that attempt.
+        this.perJob.countRun(event.job, event.result === 'failed' ? 'failed' : 'abandoned');
         break;
       case 'lease-lost':
         this.leaseLost.inc();
@@ -141,6 +124,16 @@ export class SchedulerMetrics implements SchedulerObserver {
 
   /** The Prometheus text: memory only. */
   async scrape(): Promise<{ contentType: string; body: string }> {
-    return { contentType: this.registry.contentType, body: await this.registry.metrics() };
+    const { jobs } = this.state;
+    const next = this.state.next();
+    const { summaries, paused } = this.cache;
+    const body = [
+      await this.registry.metrics(), '\n',
+      this.perJob.text(),
+      gaugeText(LAST_SUCCESS, jobs, (job) => (summaries.get(job)?.lastSuccessAt ?? 0) / 1000),
+      gaugeText(NEXT_RUN, jobs, (job) => (next.get(job)?.getTime() ?? 0) / 1000),
+      gaugeText(PAUSED, jobs, (job) => (paused.has(job) ? 1 : 0)),
+    ].join('');
+    return { contentType: this.registry.contentType, body };
   }
 }

@@ -105,8 +105,9 @@ export class SummaryCache {
 /**
  * Whether the store answers, for /readyz and scheduler_store_up: the scheduler's sweep says 'down'
  * only after a statement failed (up to its 10 s timeout when the network is black-holed), so a clock
- * read on the lease pool, bounded by 1 s, runs every second too; the store is 'ok' when the sweep
- * says so and the last such read succeeded within STORE_FRESH_MS.
+ * read on the main pool (never the lease keepers' connections, which heartbeats must always find
+ * free), bounded by 1 s, runs every second too, one at a time; the store is 'ok' when the sweep says
+ * so and the last such read succeeded within STORE_FRESH_MS.
  */
 export const STORE_FRESH_MS = 3000;
 

@@ -110,7 +110,8 @@ export interface RunsQuery {
 
 /** Everything the views read, from one place. No method may query the store once per job. */
 export interface StatusReader {
-  summary(): Promise<SummaryView>;
+  /** `nodes`: the nodes the caller read for the same view (the status page), so that they are read once. */
+  summary(nodes?: readonly NodeView[]): Promise<SummaryView>;
   jobs(): Promise<JobView[]>;
   /** null: no such job on this node. */
   job(name: string): Promise<JobDetailView | null>;

@@ -105,7 +105,7 @@ export function createStatusReader(o: StatusReaderOptions): StatusReader {
   };
 
   const reader: StatusReader = {
-    async summary(): Promise<SummaryView> {
+    async summary(read?: readonly NodeView[]): Promise<SummaryView> {
       const s = o.snapshot();
       let failures = 0;
       let missed = 0;
@@ -115,7 +115,7 @@ export function createStatusReader(o: StatusReaderOptions): StatusReader {
         missed += sum.missed;
         running += sum.running;
       }
-      const nodes = o.listNodes ? (await reader.nodes()).filter((n) => n.alive).length : 1;
+      const nodes = o.listNodes ? (read ?? (await reader.nodes())).filter((n) => n.alive).length : 1;
       return {
         nodeId: o.nodeId, version: o.version, nodesAlive: nodes,
         store: { kind: o.storeKind, state: o.storeUp() ? 'ok' : 'down' },

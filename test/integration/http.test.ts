@@ -4,13 +4,14 @@
  * fetch. Probes, /metrics, the token, /api, bind failures, and a PostgreSQL store black-holed under
  * a running node (readiness drops, liveness stays).
  */
-import { createServer, type Server } from 'node:net';
+import { createServer, type Server, type Socket } from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
 import { Daemon, runCli } from '../helpers/cli.js';
 import { BlackHoleProxy } from '../helpers/black-hole.js';
 import { createPostgresDb, type TestDatabase } from '../helpers/databases.js';
 import { waitFor } from '../helpers/redis.js';
 import { Workspace } from '../helpers/workspace.js';
+import { parsePrometheusText } from '../helpers/prometheus-text.js';
 
 const CONTRACT_METRICS = [
   'scheduler_runs_total', 'scheduler_run_duration_seconds', 'scheduler_fire_delay_seconds', 'scheduler_claims_total',
@@ -67,6 +68,22 @@ async function freePortHeld(): Promise<{ port: number; server: Server }> {
   return { port: (server.address() as { port: number }).port, server };
 }
 
+/** A port that accepts connections and never answers (an alert to it times out); its connections are cut at the cleanup. */
+async function silentPort(): Promise<{ port: number }> {
+  const sockets = new Set<Socket>();
+  const server = createServer((socket) => {
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+    socket.on('error', () => {});
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+  cleanups.push(() => new Promise<void>((resolve) => {
+    for (const socket of sockets) socket.destroy();
+    server.close(() => resolve());
+  }));
+  return { port: (server.address() as { port: number }).port };
+}
+
 describe('HTTP server of bin/scheduler run', () => {
   it('SQLite node on 0.0.0.0 with a token: probes and /metrics need none, / and /api need it; every contract metric, per-job series at 0, counts after runs; 404, 405, 400 as JSON', async () => {
     const ws = workspace();
@@ -91,6 +108,9 @@ describe('HTTP server of bin/scheduler run', () => {
     expect(metrics.status).toBe(200);
     expect(metrics.headers.get('content-type')).toMatch(/^text\/plain/);
     for (const name of CONTRACT_METRICS) expect(metrics.body, name).toMatch(new RegExp(`^# TYPE ${name} `, 'm'));
+    // The whole answer as a scraper reads it: valid text format, each family once, histograms consistent.
+    const parsed = parsePrometheusText(metrics.body);
+    expect(parsed.types.get('scheduler_run_duration_seconds')).toBe('histogram');
     expect(metrics.body).toMatch(/^process_cpu_user_seconds_total /m);
     expect(metrics.body).toMatch(/^nodejs_eventloop_lag_seconds /m);
     // The job that never ran: every series a user graphs is there, at 0.
@@ -190,18 +210,32 @@ describe('HTTP server on a PostgreSQL store shared by two nodes', () => {
     await pg?.drop();
   });
 
-  it("any node's scrape tells the cluster's last success; /readyz drops to 503 while the store is black-holed (healthz stays 200) and comes back; no password in any answer", async () => {
+  it("any node's scrape tells the cluster's last success; /readyz drops to 503 while the store is black-holed (healthz stays 200) and comes back; no secret in any answer or log line", async () => {
     pg = await createPostgresDb('cron_http');
     await proxy.start();
     const secret = 'pw-Xy7-never-shown';
     const direct = new URL(pg.url);
     direct.password = secret;
+    // The other secrets a deployment sets: a Redis password (this Redis has none: the client warns and
+    // connects), a webhook whose path and query are the secret (a port that
+    // accepts and never answers: the alerts of the black hole below time out and are logged), the
+    // webhook's token, and the HTTP token (on A; B stays without one, and is warned).
+    const secrets = {
+      store: secret, redis: 'rds-Q4-never-shown', hookPath: 'hook-P9-never-shown', hookQuery: 'qry-Z2-never-shown',
+      alertToken: 'alt-K3-never-shown', httpToken: 'tok-H5-never-shown',
+    };
+    const hook = await silentPort();
+    const common = {
+      SCHEDULER_REDIS: `redis://:${secrets.redis}@127.0.0.1:6379`,
+      SCHEDULER_ALERT_WEBHOOK: `http://127.0.0.1:${hook.port}/hooks/${secrets.hookPath}?key=${secrets.hookQuery}`,
+      SCHEDULER_ALERT_TOKEN: secrets.alertToken,
+    };
     const ws = workspace();
     ws.writeJob('yearly.mjs', YEARLY);
-    const a = start(ws, { SCHEDULER_STORE: proxy.urlFor(direct.toString()), SCHEDULER_NODE_ID: 'http-a' });
+    const a = start(ws, { ...common, SCHEDULER_STORE: proxy.urlFor(direct.toString()), SCHEDULER_NODE_ID: 'http-a', SCHEDULER_HTTP_TOKEN: secrets.httpToken });
     const urlA = await urlOf(a);
     // B on a wildcard address with no token: warned.
-    const b = start(ws, { SCHEDULER_STORE: direct.toString(), SCHEDULER_NODE_ID: 'http-b', SCHEDULER_HTTP: '0.0.0.0:0' });
+    const b = start(ws, { ...common, SCHEDULER_STORE: direct.toString(), SCHEDULER_NODE_ID: 'http-b', SCHEDULER_HTTP: '0.0.0.0:0' });
     const urlB = await urlOf(b);
     expect(b.logs().find((l) => l.level === 'warn' && /non-loopback/.test(String(l.msg)))?.msg).toMatch(/no SCHEDULER_HTTP_TOKEN/);
     for (const url of [urlA, urlB]) await waitFor(`readyz of ${url}`, async () => (await get(`${url}/readyz`)).status === 200, 60_000);
@@ -213,15 +247,20 @@ describe('HTTP server on a PostgreSQL store shared by two nodes', () => {
     // Neither daemon ran it; both say when it last succeeded (read from the store in the background).
     for (const url of [urlB, urlA]) await waitFor(`last success on ${url}`, async () => ((await lastSuccess(url)) ?? 0) > Date.now() / 1000 - 120, 30_000);
 
-    for (const url of [urlA, urlB]) {
-      for (const path of ['/readyz', '/api/summary', '/api/jobs', '/api/jobs/yearly', '/api/runs', '/api/nodes', '/metrics', '/']) {
-        const r = await get(`${url}${path}`);
-        expect(r.status, path).toBe(200);
-        expect(r.body, path).not.toContain(secret);
+    const PATHS = ['/readyz', '/healthz', '/api/summary', '/api/jobs', '/api/jobs/yearly', '/api/runs', '/api/nodes', '/metrics', '/', '/jobs/yearly'];
+    const noSecretIn = async (when: string) => {
+      for (const [url, init] of [[urlA, { headers: { authorization: `Bearer ${secrets.httpToken}` } }], [urlB, {}]] as const) {
+        for (const path of PATHS) {
+          const r = await get(`${url}${path}`, init);
+          if (when === 'up') expect(r.status, `${url}${path}`).toBe(200);
+          for (const [name, value] of Object.entries(secrets)) expect(r.body, `${name} in ${path} (${when})`).not.toContain(value);
+        }
       }
-    }
-    expect((await get(`${urlA}/api/summary`)).json().store).toEqual({ kind: 'postgres', state: 'ok' });
-    expect(`${a.output}${a.errors}${b.output}${b.errors}`).not.toContain(secret);
+    };
+    await noSecretIn('up');
+    // The token is A's: its / and /api refuse a request without it.
+    expect((await get(`${urlA}/api/summary`)).status).toBe(401);
+    expect((await get(`${urlA}/api/summary`, { headers: { authorization: `Bearer ${secrets.httpToken}` } })).json().store).toEqual({ kind: 'postgres', state: 'ok' });
 
     proxy.hole();
     const down = await waitFor('readyz 503 on the black-holed node', async () => { const r = await get(`${urlA}/readyz`); return r.status === 503 ? r : undefined; }, 30_000);
@@ -229,10 +268,16 @@ describe('HTTP server on a PostgreSQL store shared by two nodes', () => {
     expect((await get(`${urlA}/healthz`)).status).toBe(200);
     expect(sample((await get(`${urlA}/metrics`)).body, 'scheduler_store_up')).toBe(0);
     expect((await get(`${urlB}/readyz`)).status).toBe(200);
+    await noSecretIn('store down');
     proxy.lift();
     await waitFor('readyz 200 again', async () => (await get(`${urlA}/readyz`)).status === 200, 60_000);
 
     expect(await a.stop('SIGTERM')).toBe(0);
     expect(await b.stop('SIGTERM')).toBe(0);
+    // The logs showed the settings masked and said the store-lost alert was not delivered, without the secrets.
+    const logs = `${a.output}${a.errors}${b.output}${b.errors}`;
+    expect(logs).toContain('redis://:***@127.0.0.1:6379');
+    expect(logs).toContain(`POST http://127.0.0.1:${hook.port}/***: no answer within`);
+    for (const [name, value] of Object.entries(secrets)) expect(logs, `${name} in the logs`).not.toContain(value);
   }, 180_000);
 });

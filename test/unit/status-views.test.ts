@@ -10,6 +10,8 @@ import { compileSchedule } from '../../src/time/schedule.js';
 import type { Job } from '../../src/jobs/types.js';
 import type { SchedulerSnapshot } from '../../src/daemon/scheduler.js';
 import type { SchedulerEvent } from '../../src/events/events.js';
+import type { ListedNode } from '../../src/store/types.js';
+import { createPageHandler } from '../../src/http/page/index.js';
 
 /** The summary cache's data before any read (the views only read its maps). */
 const emptyCache = () => ({ summaries: new Map(), paused: new Map(), onceRetried: 0, readAt: null }) as unknown as SummaryCache;
@@ -67,5 +69,27 @@ describe('status views', () => {
       quarterly: ['2026-12-02T01:45:00.000Z', '2026-12-02T02:00:00.000Z', '2026-12-02T02:15:00.000Z'],
       daily: ['2026-12-03T01:30:00.000Z', '2026-12-04T01:30:00.000Z', '2026-12-05T01:30:00.000Z'],
     });
+  });
+
+  it('a view of / reads the nodes table once, and its summary counts the live nodes of that read', async () => {
+    const at = Date.UTC(2026, 11, 1, 12);
+    const node = (id: string, alive: boolean): ListedNode => ({ id, host: `host-${id}`, pid: 10, version: '0.1.0', startedAt: at - 60_000, heartbeatAt: at - (alive ? 1000 : 90_000),
+      inFlight: 0, clockOffsetMs: 0, state: 'running', alive, heartbeatAgeMs: alive ? 1000 : 90_000 });
+    let reads = 0;
+    const snapshot: SchedulerSnapshot = { startedAt: at, stopping: false, store: 'ok', storeError: null, redis: 'none', clockOffsetMs: 0, sinceLastPulseMs: 0, jobs: [], inFlight: [] };
+    const reader = createStatusReader({ nodeId: 'a', version: '0.1.0', storeKind: 'sqlite', snapshot: () => snapshot, jobs: [job('daily', '30 2 * * *')], invalid: [], cache: emptyCache(),
+      store: { history: async () => [] }, storeUp: () => true, now: () => at,
+      listNodes: async () => { reads += 1; return [node('a', true), node('b', true), node('c', false)]; } });
+    const page = await createPageHandler(reader, { now: () => new Date(at) })(new URL('http://127.0.0.1/'));
+    expect(page?.status).toBe(200);
+    expect(reads).toBe(1);
+    expect(page?.html).toContain('host-c');
+    expect(page?.html).toContain('data-summary="nodes"><div class="label">nodes alive</div><div class="value">2</div>');
+    // Given the nodes read for the same view, the summary reads none; alone (/api/summary), it reads them.
+    const views = await reader.nodes();
+    expect((await reader.summary(views)).nodesAlive).toBe(2);
+    expect(reads).toBe(2);
+    expect((await reader.summary()).nodesAlive).toBe(2);
+    expect(reads).toBe(3);
   });
 });

@@ -46,7 +46,9 @@ async function home(reader: StatusReader, url: URL, refreshSeconds: number, now:
   }
   const filter = asked ? (asked as JobFilter) : null;
   // Each part is shown if it could be read: a store away must not blank the whole page.
-  const [summary, jobs, nodes] = await Promise.allSettled([reader.summary(), reader.jobs(), reader.nodes()]);
+  // The nodes table is read once: the summary counts the live nodes of the same read.
+  const nodesRead = reader.nodes();
+  const [summary, jobs, nodes] = await Promise.allSettled([nodesRead.then((n) => reader.summary(n)), reader.jobs(), nodesRead]);
   const invalid = safely(() => reader.invalid(), []);
   const body: Fragment = [
     summary.status === 'fulfilled' ? summarySection(summary.value, now) : unavailableSection('Summary'),
