@@ -5,7 +5,7 @@ import { formatDuration } from '../time/duration.js';
 import { EXIT } from './exit.js';
 import { formatLocal, truncate } from '../time/display.js';
 import { MAX_COUNT, jobsOf, parseCount, print, setup, withCommonOptions, type CommonOptions } from './common.js';
-import { NAME_WIDTH, TEXT_WIDTH, fittedTable, runView, whenText, wrapParts } from './views.js';
+import { NAME_WIDTH, TEXT_WIDTH, fittedTable, runView, whenText, wrapParts, wrapText } from './views.js';
 
 export function listCommand(program: Command): void {
   withCommonOptions(program.command('list'))
@@ -68,9 +68,22 @@ export function listCommand(program: Command): void {
             below,
           });
         }
-        // A long expression or zone is cut, never the job's name or its next time.
-        const lines = [fittedTable(rows, [1, 2])];
-        for (const f of invalid) lines.push(`INVALID ${f.file}:`, ...f.problems.map((p) => `  ${p}`));
+        // A long expression or zone is cut, never its next time; a row with a cut cell says the whole
+        // name, expression and zone on the line under it (a cut `*/3 * * * * *` would read as 5 fields).
+        const lines = [fittedTable(rows, [1, 2], TEXT_WIDTH, 8, (row, cut) => {
+          const v = views[row - 1]!;
+          const whole = [
+            ...(v.name.length > NAME_WIDTH ? [`job ${v.name}`] : []),
+            ...(cut.includes(1) ? [`schedule ${v.schedule}`] : []),
+            ...(cut.includes(2) ? [`zone ${v.timezone}`] : []),
+          ];
+          return whole.length > 0 ? wrapParts(whole, '  ') : [];
+        })];
+        // Each problem wrapped to the width, without the file's path again (--json and `validate` have it as loaded).
+        for (const f of invalid) {
+          lines.push(`INVALID ${f.file}:`);
+          for (const p of f.problems) lines.push(...wrapText(p.startsWith(`${f.file}: `) ? p.slice(f.file.length + 2) : p, '  ', '    '));
+        }
         return lines.join('\n');
       });
       process.exitCode = invalid.length > 0 ? EXIT.invalid : EXIT.ok;

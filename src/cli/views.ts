@@ -71,10 +71,43 @@ export function wrapParts(parts: string[], indent: string, width = TEXT_WIDTH, s
 }
 
 /**
- * A padded table whose rows fit `width`: the `shrink` columns (widest first) are cut with `…` until
- * they do. Each row may carry lines of its own, printed under it.
+ * `text` broken at spaces into lines of at most `width` characters, the first starting with
+ * `indent`, the next ones with `hanging`; a word longer than a line is split. Nothing is cut.
  */
-export function fittedTable(rows: Array<{ cells: string[]; below?: string[] }>, shrink: number[], width = TEXT_WIDTH, minWidth = 8): string {
+export function wrapText(text: string, indent: string, hanging = indent, width = TEXT_WIDTH): string[] {
+  const lines: string[] = [];
+  const room = () => Math.max(1, width - (lines.length === 0 ? indent : hanging).length);
+  const push = (line: string) => lines.push((lines.length === 0 ? indent : hanging) + line);
+  let line = '';
+  for (let word of text.split(/\s+/).filter((w) => w !== '')) {
+    if (line !== '' && line.length + 1 + word.length <= room()) {
+      line += ` ${word}`;
+      continue;
+    }
+    if (line !== '') push(line);
+    while (word.length > room()) {
+      const r = room();
+      push(word.slice(0, r));
+      word = word.slice(r);
+    }
+    line = word;
+  }
+  if (line !== '') push(line);
+  return lines;
+}
+
+/**
+ * A padded table whose rows fit `width`: the `shrink` columns (widest first) are cut with `…` until
+ * they do. Each row may carry lines of its own, printed under it; `whenCut` gives the lines printed
+ * first under a row whose cells were cut (their whole values), given the indexes of those cells.
+ */
+export function fittedTable(
+  rows: Array<{ cells: string[]; below?: string[] }>,
+  shrink: number[],
+  width = TEXT_WIDTH,
+  minWidth = 8,
+  whenCut?: (row: number, cut: number[]) => string[],
+): string {
   if (rows.length === 0) return '';
   const widths = rows[0]!.cells.map((_, i) => rows.reduce((w, r) => Math.max(w, (r.cells[i] ?? '').length), 0));
   const total = () => widths.reduce((a, b) => a + b, 0) + 2 * (widths.length - 1);
@@ -85,9 +118,11 @@ export function fittedTable(rows: Array<{ cells: string[]; below?: string[] }>, 
     widths[widest] = widths[widest]! - 1;
   }
   const out: string[] = [];
-  for (const r of rows) {
+  rows.forEach((r, index) => {
     out.push(r.cells.map((c, i) => (i === r.cells.length - 1 ? truncate(c, widths[i]!) : truncate(c, widths[i]!).padEnd(widths[i]!))).join('  ').trimEnd());
+    const cut = r.cells.flatMap((c, i) => (c.length > widths[i]! ? [i] : []));
+    if (cut.length > 0 && whenCut) out.push(...whenCut(index, cut));
     out.push(...(r.below ?? []));
-  }
+  });
   return out.join('\n');
 }
