@@ -86,15 +86,18 @@ export function runCommand(program: Command): void {
 
       // A job's stray callback must not take the whole node down with it.
       // The body's scope names the job when the callback that threw came from one (see body-scope.ts).
+      // The thrown value itself (pino's serializer gives its type, message and stack); a thrown
+      // non-error (a string) becomes an Error of its text.
+      const thrown = (err: unknown) => (typeof err === 'object' && err !== null && typeof (err as Error).message === 'string' ? err : new Error(errorMessage(err)));
       process.on('uncaughtException', (err) => {
         const body = currentBody();
-        const fields = { err: { message: errorMessage(err), stack: (err as Error).stack } };
+        const fields = { err: thrown(err) };
         if (body) log.error({ ...body, ...fields }, `uncaught exception from the body of job ${body.job}; the daemon keeps running`);
         else log.error(fields, 'uncaught exception (from a job body?); the daemon keeps running');
       });
       process.on('unhandledRejection', (err) => {
         const body = currentBody();
-        const fields = { err: { message: errorMessage(err) } };
+        const fields = { err: thrown(err) };
         if (body) log.error({ ...body, ...fields }, `unhandled rejection from the body of job ${body.job}; the daemon keeps running`);
         else log.error(fields, 'unhandled rejection (from a job body?); the daemon keeps running');
       });

@@ -31,33 +31,46 @@ export interface TerminalOptions {
 /** A pino destination (one JSON line per write) that prints readable lines, and other lines of ours. */
 export class TerminalOutput {
   private readonly pretty: (line: unknown) => string;
+  /** The same, with `err` and `error` printed as plain fields (the one-line text errorLine gives them). */
+  private readonly prettyOneLine: (line: unknown) => string;
   constructor(private readonly options: TerminalOptions) {
-    this.pretty = prettyFactory({
+    const common = {
       colorize: options.colorize, singleLine: true, translateTime: 'SYS:HH:MM:ss',
       // The node is named once, in the start-up summary; the run id is in the store.
       ignore: 'pid,hostname,node,runId',
       // The same time as the run lines, without brackets.
       customPrettifiers: { time: (t: string | object) => String(t) },
-    });
+    };
+    this.pretty = prettyFactory(common);
+    this.prettyOneLine = prettyFactory({ ...common, errorLikeObjectKeys: [] });
   }
 
   /** pino's side: one JSON log line. */
   write(line: string): void {
-    let out = line;
-    if (this.options.demoteRunLines) {
-      let record: { level?: unknown; msg?: unknown } | undefined;
-      try {
-        record = JSON.parse(line) as { level?: unknown; msg?: unknown };
-      } catch {
-        record = undefined;
-      }
-      // The run line says the same (a failure in red), so a warned failure goes to debug too.
-      if (record && typeof record.msg === 'string' && TERMINAL_DEBUG_MESSAGES.has(record.msg)) {
-        if (this.options.levelValue() > DEBUG) return;
-        out = JSON.stringify({ ...record, level: 'debug' });
-      }
+    let record: Record<string, unknown> | undefined;
+    try {
+      const parsed = JSON.parse(line) as unknown;
+      record = typeof parsed === 'object' && parsed !== null ? (parsed as Record<string, unknown>) : undefined;
+    } catch {
+      record = undefined;
     }
-    this.print(this.pretty(out));
+    if (!record) {
+      this.print(this.pretty(line));
+      return;
+    }
+    // The run line says the same (a failure in red), so a warned failure goes to debug too.
+    if (this.options.demoteRunLines && typeof record.msg === 'string' && TERMINAL_DEBUG_MESSAGES.has(record.msg)) {
+      if (this.options.levelValue() > DEBUG) return;
+      record = { ...record, level: 'debug' };
+    }
+    // pino-pretty prints an error's stack on lines of its own, whatever singleLine says: one line
+    // reads `TypeError: boom` instead (JSON logs keep the stack; at debug the terminal shows it too).
+    if (this.options.levelValue() > DEBUG) {
+      for (const key of ERROR_KEYS) if (key in record) record = { ...record, [key]: errorLine(record[key]) };
+      this.print(this.prettyOneLine(JSON.stringify(record)));
+      return;
+    }
+    this.print(this.pretty(JSON.stringify(record)));
   }
 
   /** Lines of our own (the summary, run lines), each prefixed with the time like the log lines. */
@@ -78,6 +91,21 @@ export class TerminalOutput {
       // A closed terminal must not break the daemon.
     }
   }
+}
+
+/** The fields pino-pretty prints as an error (its `errorLikeObjectKeys`). */
+const ERROR_KEYS = ['err', 'error'] as const;
+
+/** A serialized error as one line: `TypeError: boom` (the first line of its message); anything else as it is. */
+export function errorLine(value: unknown): unknown {
+  if (typeof value !== 'object' || value === null) return value;
+  const { type, message, stack } = value as { type?: unknown; message?: unknown; stack?: unknown };
+  const text = typeof message === 'string' ? message : typeof stack === 'string' ? stack : undefined;
+  if (text === undefined) return value;
+  const first = text.split('\n')[0]!;
+  const named = typeof type === 'string' && type !== '' && type !== 'Object';
+  if (first === '') return named ? type : value;
+  return named && !first.startsWith(`${type}:`) ? `${type}: ${first}` : first;
 }
 
 function clock(d: Date): string {

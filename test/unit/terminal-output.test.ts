@@ -5,7 +5,9 @@
 import { mkdtempSync, openSync, closeSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import pino from 'pino';
 import { describe, expect, it } from 'vitest';
+import { loggerOptions } from '../../src/log-options.js';
 import { loadConfig } from '../../src/config/config.js';
 import { TerminalOutput, runLine, shortDuration } from '../../src/output/terminal.js';
 import { startupSummary, storeWhere } from '../../src/output/summary.js';
@@ -80,6 +82,31 @@ describe('terminal destination', () => {
       expect(lines, text).toHaveLength(2);
       expect(lines[0]).toMatch(/^\d\d:\d\d:\d\d INFO: cluster heartbeat \{"job":"a","attempt":1\}$/);
       expect(lines[1]).toMatch(/^\d\d:\d\d:\d\d DEBUG: run succeeded \{"job":"a"\}$/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('shows an error as its first line inline, with its type; its stack only at debug', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'terminal-'));
+    try {
+      const file = join(dir, 'out');
+      const fd = openSync(file, 'w');
+      let level = 30;
+      const log = pino(loggerOptions('debug'), new TerminalOutput({ fd, colorize: false, levelValue: () => level, demoteRunLines: true }));
+      const err = new TypeError('boom\nsecond line of the message');
+      log.error({ job: 'stray-throw', err }, 'uncaught exception from the body of job stray-throw; the daemon keeps running');
+      log.error({ err: new Error('Error: already named') }, 'plain');
+      level = 20;
+      log.error({ job: 'stray-throw', err }, 'at debug');
+      closeSync(fd);
+      const text = readFileSync(file, 'utf8');
+      const lines = text.trimEnd().split('\n');
+      expect(lines[0]).toMatch(/^\d\d:\d\d:\d\d ERROR: uncaught exception from the body of job stray-throw; the daemon keeps running \{"job":"stray-throw","err":"TypeError: boom"\}$/);
+      expect(lines[1]).toMatch(/ ERROR: plain \{"err":"Error: already named"\}$/);
+      // At debug the stack is there to read, on the lines under it.
+      expect(lines[2]).toMatch(/ ERROR: at debug/);
+      expect(lines.slice(3).join('\n')).toMatch(/TypeError: boom[\s\S]*\n\s+at /);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
