@@ -59,12 +59,19 @@ function editDistance(a: string, b: string): number {
   return prev[b.length]!;
 }
 
-const MAX_LISTED = 20;
+/** Known jobs named in an unknown-job line; the rest are counted (`and 12 more`), to keep it one readable line. */
+const MAX_LISTED = 10;
 
 export function unknownJob(name: string, known: string[], invalid: { file: string; problems: string[] }[]): SchedulerError {
   const broken = invalid.find((f) => f.file.replace(/^.*\//, '').replace(/\.[^.]+$/, '') === name);
   if (broken) return new SchedulerError('E_JOB_INVALID', `job '${name}' is invalid: ${broken.problems.join('; ')}`);
   const closest = closestName(name, known);
-  const listed = known.length > MAX_LISTED ? `${known.slice(0, MAX_LISTED).join(', ')}, ... (${known.length - MAX_LISTED} more)` : known.join(', ');
-  return new SchedulerError('E_UNKNOWN_JOB', `unknown job '${name}'${closest ? ` (did you mean '${closest}'?)` : ''}; known jobs: ${listed || '(none)'}`);
+  const listed = knownList(known);
+  return new SchedulerError('E_UNKNOWN_JOB', `unknown job '${name}'${closest ? ` (did you mean '${closest}'?)` : ''}; known jobs: ${listed}`);
+}
+
+/** `a, b, c` or, past MAX_LISTED names, the first ones and `and N more`. */
+export function knownList(known: string[]): string {
+  if (known.length === 0) return '(none)';
+  return known.length > MAX_LISTED ? `${known.slice(0, MAX_LISTED).join(', ')} and ${known.length - MAX_LISTED} more` : known.join(', ');
 }

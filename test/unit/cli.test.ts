@@ -405,6 +405,20 @@ describe.concurrent('history of one job', () => {
     expect(line).toBe("scheduler: unknown job 'no-such-job'; known jobs: plain-mjs, seconds, typed-report");
   });
 
+  it('a misspelt job whose file is gone, known from its rows, is suggested and listed; a long list is cut to ten names', async ({ expect }) => {
+    const store = sqliteStore();
+    const here = jobsFolder({ 'nightly-settlement.mjs': job('0 2 * * *') });
+    const ran = await cli(['run-once', 'nightly-settlement', '--jobs', here], { SCHEDULER_STORE: store });
+    expect(ran.code, show(ran)).toBe(0);
+    // The file removed: only the row knows the name (a manual run-once declares no job in the jobs table).
+    const empty = jobsFolder({});
+    const line = refusal(await cli(['history', 'nightly-setlement', '--jobs', empty], { SCHEDULER_STORE: store }));
+    expect(line).toBe("scheduler: unknown job 'nightly-setlement' (did you mean 'nightly-settlement'?); known jobs: nightly-settlement");
+    const many = jobsFolder(Object.fromEntries(Array.from({ length: 12 }, (_, i) => [`job-${String(i + 1).padStart(2, '0')}.mjs`, job('0 2 * * *')])));
+    const long = refusal(await cli(['history', 'no-such-job', '--jobs', many], { SCHEDULER_STORE: store }));
+    expect(long).toBe("scheduler: unknown job 'no-such-job'; known jobs: job-01, job-02, job-03, job-04, job-05, job-06, job-07, job-08, job-09, job-10 and 3 more");
+  });
+
   it('a misspelt job suggests the closest name (with --status too)', async ({ expect }) => {
     const line = refusal(await cli(['history', 'plain-mj', '--status', 'failed', '--jobs', GOOD_JOBS], { SCHEDULER_STORE: sqliteStore() }));
     expect(line).toContain("unknown job 'plain-mj' (did you mean 'plain-mjs'?)");
