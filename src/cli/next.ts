@@ -28,10 +28,18 @@ export function nextCommand(program: Command): void {
       const periods = describePeriods(job.schedule, from, count).map((p) => (jitterMs > 0
         ? { ...p, start: new Date(Date.parse(p.utc) + jitterDelayMs(periodKey(job.name, new Date(p.utc)), jitterMs)).toISOString() } : p));
       const expanded = expandNickname(job.schedule.expression);
-      print(options.json, { job: job.name, timezone: job.timezone, schedule: job.schedule.expression, from: from.toISOString(), ...(jitterMs > 0 ? { jitterMs } : {}), periods }, () =>
+      // Fewer than asked: the schedule has no later period (croner computes none from the year 3000
+      // on), which a silent short list would hide.
+      const exhausted = periods.length < count;
+      print(options.json, { job: job.name, timezone: job.timezone, schedule: job.schedule.expression, from: from.toISOString(), ...(jitterMs > 0 ? { jitterMs } : {}), exhausted, periods }, () =>
         `${job.name}  ${job.schedule.expression}${expanded ? ` (${expanded})` : ''}  (${job.timezone})  after ${from.toISOString()}\n` +
         (periods.length === 0 ? 'no further period' : table([['LOCAL', 'UTC', ...(jitterMs > 0 ? ['START (UTC, jitter)'] : []), 'DST'],
           ...periods.map((p) => [p.local, p.utc, ...('start' in p ? [p.start] : []), p.dst ?? ''])])));
+      // After the list, where a person reading its end looks; on stderr, so that stdout stays the list.
+      if (exhausted) {
+        const after = periods.length > 0 ? periods[periods.length - 1]!.utc : from.toISOString();
+        process.stderr.write(`scheduler: the schedule has no more periods after ${after} (${periods.length} of ${count} shown; no period is computed from the year 3000 on)\n`);
+      }
     });
 }
 
