@@ -1,6 +1,6 @@
 /** How runs are shown by `history`, `list` and `run-once`. */
 import type { RunRecord } from '../store/types.js';
-import { formatLocal, relativeTime, truncate } from '../time/display.js';
+import { formatLocal, localParts, relativeTime, truncate } from '../time/display.js';
 
 export function runView(r: RunRecord) {
   return {
@@ -47,9 +47,19 @@ export interface TimeView {
   zoneOf(job: string): string;
 }
 
-/** `12-01 14:00:03 (in 3m)`. */
+/** `12-01 14:00:03 (in 3m)`; `2027-01-01 00:00:00 (in 30d)` in another year than `now` (in that zone). */
 export function whenText(at: Date, zone: string, now: Date): string {
-  return `${formatLocal(at, zone, 'compact')} (${relativeTime(at, now)})`;
+  return `${datedText([at], zone, now)[0]} (${relativeTime(at, now)})`;
+}
+
+/**
+ * Instants in `zone` as `12-01 14:00:03`, or all with their year (`2027-01-01 00:00:00`) when any is
+ * in another year than `now`: six `@yearly` periods must not read as the same `01-01 00:00:00`.
+ */
+export function datedText(instants: Date[], zone: string, now: Date): string[] {
+  const year = localParts(now, zone).year;
+  const style = instants.every((d) => localParts(d, zone).year === year) ? 'compact' : 'full';
+  return instants.map((d) => formatLocal(d, zone, style));
 }
 
 /**
