@@ -19,6 +19,7 @@ import { attachAlerts } from '../alerts/index.js';
 import { LoggingObserver } from '../events/events.js';
 import { DaemonHttp } from '../http/daemon.js';
 import { readFileSync } from 'node:fs';
+import { POOLS_CLOSE_MS } from '../daemon/stop-budget.js';
 
 const VERSION = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 
@@ -163,7 +164,7 @@ export function runCommand(program: Command): void {
       // Side by side: each waits a few seconds at most for a store that may be away.
       await Promise.all([heartbeat.stopped(), alerts.stop(), http.close()]);
       // Closing waits for the pools; a store that does not answer must not hold the exit.
-      await Promise.race([rt.close(), new Promise((r) => setTimeout(r, 2000).unref())]);
+      await Promise.race([rt.close(), new Promise((r) => setTimeout(r, POOLS_CLOSE_MS).unref())]);
       log.info('stopped');
     });
 }
