@@ -7,7 +7,8 @@ export default defineJob({
   lockTtl: '10s',
   catchUp: '10s',
   async run(ctx) {
-    ctx.log.info({ node: ctx.nodeId, period: ctx.periodKey }, 'cluster heartbeat');
+    // ctx.log already names the node, job, period and attempt on every line.
+    ctx.log.info('cluster heartbeat');
     return { node: ctx.nodeId, at: ctx.scheduledAt.toISOString() };
   },
 });

@@ -10,6 +10,7 @@ import { Alerter } from './alerter.js';
 import { FailureHooks } from './on-failure.js';
 import { AlertOutbox } from './outbox.js';
 import { POST_TIMEOUT_MS, Webhook } from './webhook.js';
+import { ALERTS_STOP_MS, HOOKS_DRAIN_MS } from '../daemon/stop-budget.js';
 
 export interface AttachedAlerts {
   /** Waits (bounded) for queued outbox writes, POSTs and hooks in flight, then stops the timers. */
@@ -37,9 +38,9 @@ export function attachAlerts(config: Config, rt: Pick<Runtime, 'db' | 'events' |
   }
   return {
     async stop() {
-      await hooks.drain(2000);
+      await hooks.drain(HOOKS_DRAIN_MS);
       detachHooks();
-      await (options.oneShot ? alerter?.stop(POST_TIMEOUT_MS + 2000, true) : alerter?.stop(3000));
+      await (options.oneShot ? alerter?.stop(POST_TIMEOUT_MS + 2000, true) : alerter?.stop(ALERTS_STOP_MS));
       detachAlerter();
     },
     setJobs: (next) => hooks.setJobs(next),

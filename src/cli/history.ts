@@ -1,12 +1,12 @@
 import type { Command } from 'commander';
 import { SchedulerError, errorMessage } from '../errors.js';
-import { openStore } from '../runtime.js';
+import { openStores } from '../runtime.js';
 import { RUN_STATUSES, type RunStatus } from '../store/types.js';
 import type { Config } from '../config/config.js';
 import type { RunRecord } from '../store/types.js';
 import { formatLocal, relativeTime, truncate, zoneOffset } from '../time/display.js';
 import { jobsOf, parseCount, print, setup, withCommonOptions, type CommonOptions } from './common.js';
-import { unknownJob } from './next.js';
+import { knownList, unknownJob } from './next.js';
 import { adjacentPeriods, shardText } from '../output/periods.js';
 import { NAME_WIDTH, durationText, fittedTable, runView, wrapParts, type TimeView } from './views.js';
 
@@ -23,7 +23,8 @@ export function historyCommand(program: Command): void {
         throw new SchedulerError('E_USAGE', `invalid --status ${options.status}: expected one of ${RUN_STATUSES.join(', ')}`);
       }
       const { config } = setup(options);
-      const store = await openStore(config);
+      const stores = await openStores(config);
+      const store = stores.store;
       try {
         // The rows of one period (its shards) together, where its newest row is.
         const runs = adjacentPeriods(await store.history({ job, status: options.status as RunStatus | undefined, limit }));
@@ -32,7 +33,7 @@ export function historyCommand(program: Command): void {
         // at least be defined there, else it is refused naming the known jobs.
         if (job !== undefined && runs.length === 0) {
           const any = options.status === undefined ? runs : await store.history({ job, limit: 1 });
-          if (any.length === 0) await refuseUnknown(job, config);
+          if (any.length === 0) await refuseUnknown(job, config, async () => [...new Set([...(await stores.jobStore.names()), ...(await store.jobNames())])]);
         }
         const defined = options.json || runs.length === 0 ? new Map<string, { timezone: string; shards: number }>() : await jobZones(config);
         print(options.json, runs.map(runView), () => runs.length === 0 ? 'no runs recorded' : historyText(runs, {
@@ -41,21 +42,29 @@ export function historyCommand(program: Command): void {
           zoneOf: (name) => (options.utc ? 'UTC' : defined.get(name)?.timezone ?? 'UTC'),
         }, (name) => defined.get(name)?.shards));
       } finally {
-        await store.close();
+        await stores.close();
       }
     });
 }
 
-/** Throws unless `job` is defined in the jobs folder (valid, or an invalid file of that name). */
-async function refuseUnknown(job: string, config: Config): Promise<void> {
+/**
+ * Throws unless `job` is defined in the jobs folder (valid, or an invalid file of that name) or known
+ * to the cluster (`recorded`: the jobs table, and the names runs were recorded under, of files
+ * removed or defined on other nodes). The suggestion and the known jobs are taken from all of them.
+ */
+async function refuseUnknown(job: string, config: Config, recorded: () => Promise<string[]>): Promise<void> {
   let loaded;
   try {
     loaded = await jobsOf(config);
   } catch (err) {
-    throw new SchedulerError('E_UNKNOWN_JOB', `unknown job '${job}': no run recorded under that name, and the jobs folder cannot be read to check it (${errorMessage(err)})`);
+    const names = await recorded();
+    if (names.includes(job)) return;
+    throw new SchedulerError('E_UNKNOWN_JOB', `unknown job '${job}': no run recorded under that name, and the jobs folder cannot be read to check it (${errorMessage(err)}); known jobs: ${knownList(names)}`);
   }
   if (loaded.jobs.some((j) => j.name === job)) return;
-  throw unknownJob(job, loaded.jobs.map((j) => j.name), loaded.invalid);
+  const names = await recorded();
+  if (names.includes(job)) return;
+  throw unknownJob(job, [...new Set([...loaded.jobs.map((j) => j.name), ...names])].sort(), loaded.invalid);
 }
 
 /** Each job's zone and shards, from the jobs folder; none when it cannot be read (the rows are then shown in UTC). */

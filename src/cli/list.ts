@@ -3,9 +3,9 @@ import { openStores } from '../runtime.js';
 import { nextPeriods } from '../time/schedule.js';
 import { formatDuration } from '../time/duration.js';
 import { EXIT } from './exit.js';
-import { formatLocal, truncate } from '../time/display.js';
+import { truncate } from '../time/display.js';
 import { MAX_COUNT, jobsOf, parseCount, print, setup, withCommonOptions, type CommonOptions } from './common.js';
-import { NAME_WIDTH, TEXT_WIDTH, fittedTable, runView, whenText, wrapParts } from './views.js';
+import { NAME_WIDTH, TEXT_WIDTH, datedText, fittedTable, runView, whenText, wrapParts, wrapText } from './views.js';
 
 export function listCommand(program: Command): void {
   withCommonOptions(program.command('list'))
@@ -62,15 +62,28 @@ export function listCommand(program: Command): void {
           const opts = `overlap=${v.overlap} catchUp=${formatDuration(v.catchUpMs)}${v.retries ? ` retries=${v.retries}` : ''}${v.timeoutMs ? ` timeout=${formatDuration(v.timeoutMs)}` : ''}${v.shards > 1 ? ` shards=${v.shards}` : ''}${v.jitterMs ? ` jitter=${formatDuration(v.jitterMs)}` : ''}`;
           const cmd = 'command' in v && v.command !== undefined ? [`command ${typeof v.command === 'string' ? v.command : JSON.stringify(v.command)}`] : [];
           const below = wrapParts([last, opts, ...cmd], '  ');
-          if (allInTable && next.length > 0) below.push(...wrapParts(next.map((d) => formatLocal(d, zone, 'compact')), '  next ', TEXT_WIDTH, ', '));
+          if (allInTable && next.length > 0) below.push(...wrapParts(datedText(next, zone, now), '  next ', TEXT_WIDTH, ', '));
           rows.push({
             cells: [truncate(v.name, NAME_WIDTH), v.schedule, v.timezone, !v.enabled ? 'disabled' : v.paused ? pausedText(v.paused.reason, 30) : next[0] ? whenText(next[0], zone, now) : '-'],
             below,
           });
         }
-        // A long expression or zone is cut, never the job's name or its next time.
-        const lines = [fittedTable(rows, [1, 2])];
-        for (const f of invalid) lines.push(`INVALID ${f.file}:`, ...f.problems.map((p) => `  ${p}`));
+        // A long expression or zone is cut, never its next time; a row with a cut cell says the whole
+        // name, expression and zone on the line under it (a cut `*/3 * * * * *` would read as 5 fields).
+        const lines = [fittedTable(rows, [1, 2], TEXT_WIDTH, 8, (row, cut) => {
+          const v = views[row - 1]!;
+          const whole = [
+            ...(v.name.length > NAME_WIDTH ? [`job ${v.name}`] : []),
+            ...(cut.includes(1) ? [`schedule ${v.schedule}`] : []),
+            ...(cut.includes(2) ? [`zone ${v.timezone}`] : []),
+          ];
+          return whole.length > 0 ? wrapParts(whole, '  ') : [];
+        })];
+        // Each problem wrapped to the width, without the file's path again (--json and `validate` have it as loaded).
+        for (const f of invalid) {
+          lines.push(`INVALID ${f.file}:`);
+          for (const p of f.problems) lines.push(...wrapText(p.startsWith(`${f.file}: `) ? p.slice(f.file.length + 2) : p, '  ', '    '));
+        }
         return lines.join('\n');
       });
       process.exitCode = invalid.length > 0 ? EXIT.invalid : EXIT.ok;

@@ -28,10 +28,18 @@ export function nextCommand(program: Command): void {
       const periods = describePeriods(job.schedule, from, count).map((p) => (jitterMs > 0
         ? { ...p, start: new Date(Date.parse(p.utc) + jitterDelayMs(periodKey(job.name, new Date(p.utc)), jitterMs)).toISOString() } : p));
       const expanded = expandNickname(job.schedule.expression);
-      print(options.json, { job: job.name, timezone: job.timezone, schedule: job.schedule.expression, from: from.toISOString(), ...(jitterMs > 0 ? { jitterMs } : {}), periods }, () =>
+      // Fewer than asked: the schedule has no later period (croner computes none from the year 3000
+      // on), which a silent short list would hide.
+      const exhausted = periods.length < count;
+      print(options.json, { job: job.name, timezone: job.timezone, schedule: job.schedule.expression, from: from.toISOString(), ...(jitterMs > 0 ? { jitterMs } : {}), exhausted, periods }, () =>
         `${job.name}  ${job.schedule.expression}${expanded ? ` (${expanded})` : ''}  (${job.timezone})  after ${from.toISOString()}\n` +
         (periods.length === 0 ? 'no further period' : table([['LOCAL', 'UTC', ...(jitterMs > 0 ? ['START (UTC, jitter)'] : []), 'DST'],
           ...periods.map((p) => [p.local, p.utc, ...('start' in p ? [p.start] : []), p.dst ?? ''])])));
+      // After the list, where a person reading its end looks; on stderr, so that stdout stays the list.
+      if (exhausted) {
+        const after = periods.length > 0 ? periods[periods.length - 1]!.utc : from.toISOString();
+        process.stderr.write(`scheduler: the schedule has no more periods after ${after} (${periods.length} of ${count} shown; no period is computed from the year 3000 on)\n`);
+      }
     });
 }
 
@@ -59,12 +67,19 @@ function editDistance(a: string, b: string): number {
   return prev[b.length]!;
 }
 
-const MAX_LISTED = 20;
+/** Known jobs named in an unknown-job line; the rest are counted (`and 12 more`), to keep it one readable line. */
+const MAX_LISTED = 10;
 
 export function unknownJob(name: string, known: string[], invalid: { file: string; problems: string[] }[]): SchedulerError {
   const broken = invalid.find((f) => f.file.replace(/^.*\//, '').replace(/\.[^.]+$/, '') === name);
   if (broken) return new SchedulerError('E_JOB_INVALID', `job '${name}' is invalid: ${broken.problems.join('; ')}`);
   const closest = closestName(name, known);
-  const listed = known.length > MAX_LISTED ? `${known.slice(0, MAX_LISTED).join(', ')}, ... (${known.length - MAX_LISTED} more)` : known.join(', ');
-  return new SchedulerError('E_UNKNOWN_JOB', `unknown job '${name}'${closest ? ` (did you mean '${closest}'?)` : ''}; known jobs: ${listed || '(none)'}`);
+  const listed = knownList(known);
+  return new SchedulerError('E_UNKNOWN_JOB', `unknown job '${name}'${closest ? ` (did you mean '${closest}'?)` : ''}; known jobs: ${listed}`);
+}
+
+/** `a, b, c` or, past MAX_LISTED names, the first ones and `and N more`. */
+export function knownList(known: string[]): string {
+  if (known.length === 0) return '(none)';
+  return known.length > MAX_LISTED ? `${known.slice(0, MAX_LISTED).join(', ')} and ${known.length - MAX_LISTED} more` : known.join(', ');
 }

@@ -16,7 +16,7 @@ import { openStores } from '../runtime.js';
 import type { JobStore } from '../store/types.js';
 import type { Config } from '../config/config.js';
 import { jobsOf, print, setup, withCommonOptions, type CommonOptions } from './common.js';
-import { unknownJob } from './next.js';
+import { knownList, unknownJob } from './next.js';
 import { JOB_SEEN_TTL_MS } from '../run/takeover.js';
 import { formatLocal, relativeTime } from '../time/display.js';
 
@@ -150,7 +150,7 @@ async function refuseUnknown(name: string, folder: Folder, jobStore: JobStore): 
   if (table.includes(name)) return;
   const known = [...new Set([...local, ...table])].sort();
   if ('error' in folder) {
-    throw new SchedulerError('E_UNKNOWN_JOB', `unknown job '${name}': not in the jobs table, and the jobs folder cannot be read to check it (${folder.error}); known jobs: ${known.join(', ') || '(none)'}`);
+    throw new SchedulerError('E_UNKNOWN_JOB', `unknown job '${name}': not in the jobs table, and the jobs folder cannot be read to check it (${folder.error}); known jobs: ${knownList(known)}`);
   }
   throw unknownJob(name, known, folder.loaded.invalid);
 }

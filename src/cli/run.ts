@@ -20,6 +20,7 @@ import { attachAlerts } from '../alerts/index.js';
 import { LoggingObserver } from '../events/events.js';
 import { DaemonHttp } from '../http/daemon.js';
 import { readFileSync } from 'node:fs';
+import { POOLS_CLOSE_MS } from '../daemon/stop-budget.js';
 
 const VERSION = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 
@@ -94,15 +95,18 @@ export function runCommand(program: Command): void {
 
       // A job's stray callback must not take the whole node down with it.
       // The body's scope names the job when the callback that threw came from one (see body-scope.ts).
+      // The thrown value itself (pino's serializer gives its type, message and stack); a thrown
+      // non-error (a string) becomes an Error of its text.
+      const thrown = (err: unknown) => (typeof err === 'object' && err !== null && typeof (err as Error).message === 'string' ? err : new Error(errorMessage(err)));
       process.on('uncaughtException', (err) => {
         const body = currentBody();
-        const fields = { err: { message: errorMessage(err), stack: (err as Error).stack } };
+        const fields = { err: thrown(err) };
         if (body) log.error({ ...body, ...fields }, `uncaught exception from the body of job ${body.job}; the daemon keeps running`);
         else log.error(fields, 'uncaught exception (from a job body?); the daemon keeps running');
       });
       process.on('unhandledRejection', (err) => {
         const body = currentBody();
-        const fields = { err: { message: errorMessage(err) } };
+        const fields = { err: thrown(err) };
         if (body) log.error({ ...body, ...fields }, `unhandled rejection from the body of job ${body.job}; the daemon keeps running`);
         else log.error(fields, 'unhandled rejection (from a job body?); the daemon keeps running');
       });
@@ -175,7 +179,7 @@ export function runCommand(program: Command): void {
       // Side by side: each waits a few seconds at most for a store that may be away.
       await Promise.all([heartbeat.stopped(), alerts.stop(), http.close()]);
       // Closing waits for the pools; a store that does not answer must not hold the exit.
-      await Promise.race([rt.close(), new Promise((r) => setTimeout(r, 2000).unref())]);
+      await Promise.race([rt.close(), new Promise((r) => setTimeout(r, POOLS_CLOSE_MS).unref())]);
       log.info('stopped');
       // Like a node id held at start: a restart would not help (systemd's RestartPreventExitStatus=2).
       if (takenOver) process.exitCode = EXIT.invalid;

@@ -20,6 +20,7 @@ import type { Takeover } from '../run/takeover.js';
 import type { InFlightRun } from '../run/execute.js';
 import type { QuorumState } from '../claim/lock.js';
 import { noEvents, type SchedulerObserver } from '../events/events.js';
+import { ANCHORS_FLUSH_MS, WRITE_MARGIN_MS } from './stop-budget.js';
 
 /** Upper bound on one timer, so that a wall-clock jump is noticed within this time. */
 const MAX_TIMER_MS = 30_000;
@@ -331,12 +332,12 @@ export class Scheduler {
       executor.limitWrites(forced ? 0 : undefined);
       // Bounded: each outcome write gives up at its deadline (its job's lockTtl; at once after a second signal).
       const longest = Math.max(0, this.longestLockTtlMs, ...this.states.map((st) => st.job.lockTtlMs));
-      await Promise.race([finished, sleep(longest + 500), forcedNow.then(() => sleep(500))]);
+      await Promise.race([finished, sleep(longest + WRITE_MARGIN_MS), forcedNow.then(() => sleep(WRITE_MARGIN_MS))]);
     }
     // Whatever is still on its way (a claim that wins from now on) starts aborted, and is recorded so.
     executor.abortAll('shutdown');
     // The catch-up anchors, if the store answers soon: the next start reads the periods again anyway.
-    await Promise.race([this.options.reconciler.flush(true).catch(() => {}), sleep(forced ? 0 : 1000)]);
+    await Promise.race([this.options.reconciler.flush(true).catch(() => {}), sleep(forced ? 0 : ANCHORS_FLUSH_MS)]);
   }
 
   private forceStop: () => void = () => {};

@@ -9,6 +9,7 @@ import { timingSafeEqual, createHash } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import { ConfigError, errorMessage } from '../errors.js';
 import type { Logger } from '../log.js';
+import { HTTP_CLOSE_MS } from '../daemon/stop-budget.js';
 
 export interface Reply {
   status: number;
@@ -112,7 +113,7 @@ export class HttpServer {
       setTimeout(() => {
         server.closeAllConnections();
         resolve();
-      }, 1000).unref();
+      }, HTTP_CLOSE_MS).unref();
     });
   }
 

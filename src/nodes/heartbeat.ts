@@ -15,11 +15,12 @@ import { errorMessage } from '../errors.js';
 import type { Logger } from '../log.js';
 import { NODE_HEARTBEAT_MS } from '../store/nodes.js';
 import type { ListedNode, NodeState, NodeStore, RegisteredNode } from '../store/types.js';
+import { NODE_ROW_STOP_MS } from '../daemon/stop-budget.js';
 
 /** How often the rows of long-gone nodes are deleted (the first time at the first pulse). */
 const FORGET_EVERY_MS = 3600_000;
 /** The last write at a stop waits at most this long for the store. */
-const STOP_WRITE_MS = 2000;
+const STOP_WRITE_MS = NODE_ROW_STOP_MS;
 
 export interface NodeHeartbeatOptions {
   store: NodeStore;

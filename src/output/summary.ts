@@ -38,6 +38,6 @@ export function startupSummary(config: Config, facts: SummaryFacts): string[] {
     `store:       ${storeWhere(config.store)}`,
     `redis:       ${redis}`,
     `jobs:        ${facts.jobs} job${facts.jobs === 1 ? '' : 's'} in ${config.jobsDir}${invalid}`,
-    `status page: ${facts.listening === undefined ? statusPageUrl(config.http) : facts.listening === null ? (config.http === 'off' ? 'off' : 'off (its address is in use: see the warning above)') : `${facts.listening.replace(/\/?$/, '/')}`}`,
+    `status page: ${facts.listening === undefined ? statusPageUrl(config.http) : facts.listening === null ? (config.http === 'off' ? 'off' : 'off (its address is in use: see the warning above)') : `${facts.listening.replace(/\/?$/, '/')}`}${config.httpToken && facts.listening !== null && config.http !== 'off' ? ' (bearer token on / and /api)' : ''}`,
   ];
 }

@@ -13,8 +13,11 @@ import { formatLocal, localParts, relativeTime, truncate } from '../time/display
 export const TERMINAL_DEBUG_MESSAGES: ReadonlySet<string> = new Set([
   'run started', 'run succeeded', 'run failed', 'run timed_out', 'run abandoned', 'run interrupted', 'run skipped',
   'next attempt owed (pending)',
-  // The start-up summary replaces these two (see summary.ts).
-  'daemon starting', 'scheduler started',
+  // A period skipped (the job paused, or overlap: skip) is a run line too (a `skipped` event).
+  'period skipped: the job is paused', 'period skipped: another run of the job is in flight (overlap: skip)',
+  'periods of a paused job recorded skipped (paused)',
+  // The start-up summary replaces these (see summary.ts): it says the status page's address.
+  'daemon starting', 'scheduler started', 'http server listening',
 ]);
 
 const DEBUG = 20;
@@ -31,33 +34,46 @@ export interface TerminalOptions {
 /** A pino destination (one JSON line per write) that prints readable lines, and other lines of ours. */
 export class TerminalOutput {
   private readonly pretty: (line: unknown) => string;
+  /** The same, with `err` and `error` printed as plain fields (the one-line text errorLine gives them). */
+  private readonly prettyOneLine: (line: unknown) => string;
   constructor(private readonly options: TerminalOptions) {
-    this.pretty = prettyFactory({
+    const common = {
       colorize: options.colorize, singleLine: true, translateTime: 'SYS:HH:MM:ss',
       // The node is named once, in the start-up summary; the run id is in the store.
       ignore: 'pid,hostname,node,runId',
       // The same time as the run lines, without brackets.
       customPrettifiers: { time: (t: string | object) => String(t) },
-    });
+    };
+    this.pretty = prettyFactory(common);
+    this.prettyOneLine = prettyFactory({ ...common, errorLikeObjectKeys: [] });
   }
 
   /** pino's side: one JSON log line. */
   write(line: string): void {
-    let out = line;
-    if (this.options.demoteRunLines) {
-      let record: { level?: unknown; msg?: unknown } | undefined;
-      try {
-        record = JSON.parse(line) as { level?: unknown; msg?: unknown };
-      } catch {
-        record = undefined;
-      }
-      // The run line says the same (a failure in red), so a warned failure goes to debug too.
-      if (record && typeof record.msg === 'string' && TERMINAL_DEBUG_MESSAGES.has(record.msg)) {
-        if (this.options.levelValue() > DEBUG) return;
-        out = JSON.stringify({ ...record, level: 'debug' });
-      }
+    let record: Record<string, unknown> | undefined;
+    try {
+      const parsed = JSON.parse(line) as unknown;
+      record = typeof parsed === 'object' && parsed !== null ? (parsed as Record<string, unknown>) : undefined;
+    } catch {
+      record = undefined;
     }
-    this.print(this.pretty(out));
+    if (!record) {
+      this.print(this.pretty(line));
+      return;
+    }
+    // The run line says the same (a failure in red), so a warned failure goes to debug too.
+    if (this.options.demoteRunLines && typeof record.msg === 'string' && TERMINAL_DEBUG_MESSAGES.has(record.msg)) {
+      if (this.options.levelValue() > DEBUG) return;
+      record = { ...record, level: 'debug' };
+    }
+    // pino-pretty prints an error's stack on lines of its own, whatever singleLine says: one line
+    // reads `TypeError: boom` instead (JSON logs keep the stack; at debug the terminal shows it too).
+    if (this.options.levelValue() > DEBUG) {
+      for (const key of ERROR_KEYS) if (key in record) record = { ...record, [key]: errorLine(record[key]) };
+      this.print(this.prettyOneLine(JSON.stringify(record)));
+      return;
+    }
+    this.print(this.pretty(JSON.stringify(record)));
   }
 
   /** Lines of our own (the summary, run lines), each prefixed with the time like the log lines. */
@@ -78,6 +94,21 @@ export class TerminalOutput {
       // A closed terminal must not break the daemon.
     }
   }
+}
+
+/** The fields pino-pretty prints as an error (its `errorLikeObjectKeys`). */
+const ERROR_KEYS = ['err', 'error'] as const;
+
+/** A serialized error as one line: `TypeError: boom` (the first line of its message); anything else as it is. */
+export function errorLine(value: unknown): unknown {
+  if (typeof value !== 'object' || value === null) return value;
+  const { type, message, stack } = value as { type?: unknown; message?: unknown; stack?: unknown };
+  const text = typeof message === 'string' ? message : typeof stack === 'string' ? stack : undefined;
+  if (text === undefined) return value;
+  const first = text.split('\n')[0]!;
+  const named = typeof type === 'string' && type !== '' && type !== 'Object';
+  if (first === '') return named ? type : value;
+  return named && !first.startsWith(`${type}:`) ? `${type}: ${first}` : first;
 }
 
 function clock(d: Date): string {
@@ -102,8 +133,7 @@ type RunFinished = Extract<SchedulerEvent, { type: 'run-finished' }>;
 export function runLine(e: RunFinished, zone: string, now: Date, colour: (text: string, code: number) => string = (t) => t): string {
   const ok = e.status === 'succeeded';
   const mark = ok ? colour('✓', 32) : e.status === 'skipped' ? colour('-', 33) : colour('✗', 31);
-  const seconds = localParts(e.scheduledAt, zone).second !== '00';
-  const period = `${formatLocal(e.scheduledAt, zone, seconds ? 'full' : 'minute')} ${zone}`;
+  const period = periodText(e.scheduledAt, zone);
   const parts = [`${mark} ${e.job}`, period, ok ? e.status : colour(e.status, 31), shortDuration(e.durationMs)];
   const notes: string[] = [];
   if (e.trigger !== 'schedule') notes.push(e.trigger);
@@ -119,12 +149,33 @@ export function runLine(e: RunFinished, zone: string, now: Date, colour: (text: 
   return line;
 }
 
-/** Prints one run line per `run-finished` event this node emits. */
+type Skipped = Extract<SchedulerEvent, { type: 'skipped' }>;
+
+/** Skips a person is told of by a line: a paused job's periods, a period whose run overlapped (`overlap: skip`). */
+const SKIP_LINE_REASONS: ReadonlySet<Skipped['reason']> = new Set(['paused', 'overlap']);
+
+/** The period in `zone`: `2026-12-01 14:00 Asia/Shanghai`, with seconds when it has some. */
+function periodText(at: Date, zone: string): string {
+  return `${formatLocal(at, zone, localParts(at, zone).second !== '00' ? 'full' : 'minute')} ${zone}`;
+}
+
+/**
+ * The line of a skip: `- nightly-report  2026-12-01 14:00 Asia/Shanghai  skipped  (paused)`, or for
+ * several periods at once (recorded by the catch-up) `- nightly-report  3 periods 2026-12-01 14:00 to
+ * 2026-12-01 14:02 UTC  skipped  (paused)`.
+ */
+export function skipLine(e: Skipped, zone: string, colour: (text: string, code: number) => string = (t) => t): string {
+  const when = e.count === 1 ? periodText(e.first, zone) : `${e.count} periods ${periodText(e.first, zone).replace(` ${zone}`, '')} to ${periodText(e.last, zone)}`;
+  return `${colour('-', 33)} ${e.job}  ${when}  skipped  (${e.reason === 'overlap' ? 'overlap: a run is in flight' : e.reason})`;
+}
+
+/** Prints one run line per `run-finished` event this node emits, and one per paused or overlapping skip. */
 export class RunLineObserver implements SchedulerObserver {
   constructor(private readonly out: TerminalOutput, private readonly zoneOf: (job: string) => string | undefined) {}
   emit(event: SchedulerEvent): void {
-    if (event.type !== 'run-finished') return;
+    const colour = (t: string, c: number) => this.out.colour(t, c);
     const now = new Date();
-    this.out.lines([runLine(event, this.zoneOf(event.job) ?? 'UTC', now, (t, c) => this.out.colour(t, c))], now);
+    if (event.type === 'run-finished') this.out.lines([runLine(event, this.zoneOf(event.job) ?? 'UTC', now, colour)], now);
+    else if (event.type === 'skipped' && SKIP_LINE_REASONS.has(event.reason)) this.out.lines([skipLine(event, this.zoneOf(event.job) ?? 'UTC', colour)], now);
   }
 }

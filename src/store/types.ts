@@ -209,6 +209,8 @@ export interface RunStore {
   /** The latest run of each job named (by start). */
   lastRuns(jobs: string[]): Promise<Map<string, RunRecord>>;
   history(query: HistoryQuery): Promise<RunRecord[]>;
+  /** Every job name that has a row, sorted (a removed job's history still names it). */
+  jobNames(): Promise<string[]>;
   /**
    * Cluster-wide facts of every job the jobs table knows, in ONE statement (the status page's and
    * /metrics' cache): the newest row, the last success, and failures and missed periods whose row

@@ -6,6 +6,7 @@
  * and read-only pods, references that resolve); the shipped job files and settings are accepted by
  * `bin/scheduler validate`.
  */
+import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -18,6 +19,7 @@ import * as policy from 'kubernetes-models/policy/v1';
 import { loadJobs } from '../../src/jobs/load.js';
 import { parseDuration } from '../../src/time/duration.js';
 import { runCli } from '../helpers/cli.js';
+import { STOP_MARGIN_MS } from '../../src/daemon/stop-budget.js';
 import { DEPLOY, knownVariables, ROOT } from './deploy-kit.js';
 
 /* eslint-disable @typescript-eslint/no-explicit-any */
@@ -25,6 +27,13 @@ type Obj = Record<string, any>;
 interface Manifest { file: string; doc: Obj }
 
 const DIR = join(DEPLOY, 'kubernetes');
+const OVERLAY = join(DEPLOY, 'kubernetes-without-http-server');
+/**
+ * `kubectl kustomize` renders the base and the overlay. This machine (and so CI) has kubectl: under
+ * CI=true the case always runs, and fails without kubectl rather than passing unseen; a laptop
+ * without it skips it.
+ */
+const KUBECTL = process.env.CI === 'true' || spawnSync('kubectl', ['version', '--client'], { encoding: 'utf8', timeout: 30_000 }).status === 0;
 const GROUPS: Record<string, Record<string, unknown>> = { v1: core, 'apps/v1': apps, 'batch/v1': batch, 'policy/v1': policy };
 
 function readManifests(): Manifest[] {
@@ -158,13 +167,13 @@ describe('Kubernetes manifests', () => {
     }
   });
 
-  it('terminationGracePeriodSeconds exceeds gracePeriod + the largest lockTtl of the shipped jobs + 1 s', async () => {
+  it('terminationGracePeriodSeconds exceeds gracePeriod + the largest lockTtl of the shipped jobs + STOP_MARGIN_MS (8.5 s)', async () => {
     const graceMs = parseDuration(settings.data.SCHEDULER_GRACE_PERIOD)!;
     expect(graceMs).toBeGreaterThan(0);
     const { jobs, invalid } = await loadJobs(jobsDir, 'UTC');
     expect(invalid).toEqual([]);
     expect(jobs.length).toBeGreaterThan(0);
-    const stopMs = graceMs + Math.max(...jobs.map((j) => j.lockTtlMs)) + 1000;
+    const stopMs = graceMs + Math.max(...jobs.map((j) => j.lockTtlMs)) + STOP_MARGIN_MS;
     for (const pod of [daemonPod, passPod]) expect(pod.terminationGracePeriodSeconds * 1000).toBeGreaterThan(stopMs);
   });
 
@@ -244,25 +253,56 @@ describe('Kubernetes manifests', () => {
     expect(c.resources).toEqual(d.resources);
   });
 
-  it('the without-http-server overlay is the base minus the three probes (until the HTTP server lands)', () => {
-    const overlay = parse(readFileSync(join(DIR, 'without-http-server/kustomization.yaml'), 'utf8')) as Obj;
-    expect(overlay.resources).toEqual(['..']);
-    expect(overlay.patches).toHaveLength(1);
-    const [{ target, patch }] = overlay.patches;
-    expect(target).toEqual({ group: 'apps', version: 'v1', kind: 'Deployment', name: deployment.metadata.name });
-    const ops = parse(patch) as { op: string; path: string }[];
-    const patched = structuredClone(deployment);
-    for (const { op, path } of ops) {
-      expect(op).toBe('remove');
-      const keys = path.split('/').slice(1);
-      const parent = keys.slice(0, -1).reduce<any>((o, k) => o?.[k], patched);
-      expect(parent?.[keys.at(-1)!], `${path} exists in the base`).toBeDefined();
-      delete parent[keys.at(-1)!];
-    }
+  it('the without-http-server overlay sets SCHEDULER_HTTP=off and removes the three probes and the http port', () => {
+    const overlay = parse(readFileSync(join(OVERLAY, 'kustomization.yaml'), 'utf8')) as Obj;
+    expect(overlay.resources).toEqual(['../kubernetes']);
+    expect(overlay.patches).toHaveLength(2);
+    /** The patch of `target` applied to a copy of `base`: only the ops listed, on paths that exist in the base. */
+    const apply = (base: Obj, target: Obj): Obj => {
+      const found = overlay.patches.find((p: Obj) => p.target.kind === target.kind && p.target.name === target.metadata.name);
+      expect(found, `a patch of ${target.kind} ${target.metadata.name}`).toBeDefined();
+      const patched = structuredClone(base);
+      for (const { op, path, value } of parse(found.patch) as { op: string; path: string; value?: unknown }[]) {
+        const keys = path.split('/').slice(1);
+        const parent = keys.slice(0, -1).reduce<any>((o, k) => o?.[k], patched);
+        expect(parent?.[keys.at(-1)!], `${path} exists in the base`).toBeDefined();
+        if (op === 'remove') delete parent[keys.at(-1)!];
+        else if (op === 'replace') parent[keys.at(-1)!] = value;
+        else throw new Error(`unexpected op ${op} on ${path}`);
+      }
+      return patched;
+    };
+    const config = apply(settings, settings);
+    expect(config.data).toEqual({ ...settings.data, SCHEDULER_HTTP: 'off' });
+    expect(knownVariables().has('SCHEDULER_HTTP')).toBe(true);
+    const patched = apply(deployment, deployment);
     const c = patched.spec.template.spec.containers[0];
     expect(Object.keys(c).filter((k) => /Probe$/.test(k))).toEqual([]);
-    expect(Object.keys(container(daemonPod)).filter((k) => /Probe$/.test(k)).sort()).toEqual(['livenessProbe', 'readinessProbe', 'startupProbe']);
+    expect(c.ports).toBeUndefined();
+    // Nothing else of the container changes.
+    const { startupProbe: _s, livenessProbe: _l, readinessProbe: _r, ports: _p, ...rest } = container(daemonPod);
+    expect(c).toEqual(rest);
     expect(validateManifest({ file: 'without-http-server', doc: patched })).toEqual([]);
+    expect(validateManifest({ file: 'without-http-server', doc: config })).toEqual([]);
+  });
+
+  it.runIf(KUBECTL)('kubectl kustomize renders the base and the overlay into documents the schemas accept (skipped without kubectl, outside CI)', () => {
+    for (const dir of [DIR, OVERLAY]) {
+      const r = spawnSync('kubectl', ['kustomize', dir], { encoding: 'utf8', timeout: 60_000 });
+      expect(r.status, `kubectl kustomize ${dir}: ${r.stderr}`).toBe(0);
+      const docs = parseAllDocuments(r.stdout).map((d) => d.toJS() as Obj);
+      expect(docs.map((d) => d.kind).sort()).toEqual(['ConfigMap', 'ConfigMap', 'CronJob', 'Deployment', 'Namespace', 'PodDisruptionBudget']);
+      for (const doc of docs) expect(validateManifest({ file: `${dir} ${doc.kind}`, doc }), `${doc.kind} ${doc.metadata.name}`).toEqual([]);
+      const http = docs.find((d) => d.metadata.name === 'cluster-cron-config')!.data.SCHEDULER_HTTP;
+      const probes = Object.keys(docs.find((d) => d.kind === 'Deployment')!.spec.template.spec.containers[0]).filter((k) => /Probe$/.test(k));
+      if (dir === OVERLAY) {
+        expect(http).toBe('off');
+        expect(probes).toEqual([]);
+      } else {
+        expect(http).toBe('0.0.0.0:9464');
+        expect(probes).toHaveLength(3);
+      }
+    }
   });
 
   it('bin/scheduler validate accepts the shipped job files with the pods\' settings (ConfigMap, example Secret, env)', async () => {

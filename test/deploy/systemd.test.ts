@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { DEFAULTS } from '../../src/config/config.js';
 import { JOB_DEFAULTS } from '../../src/jobs/validate.js';
+import { STOP_MARGIN_MS } from '../../src/daemon/stop-budget.js';
 import { parseDuration } from '../../src/time/duration.js';
 import { runCli } from '../helpers/cli.js';
 import { DEPLOY, knownVariables, last, parseUnit, ROOT, timespanMs, type Unit } from './deploy-kit.js';
@@ -108,8 +109,12 @@ describe('systemd units', () => {
     expect(s('ExecStart')).toBe(`${INSTALL}/bin/scheduler run`);
     expect(s('ExecReload')).toMatch(/^\/bin\/kill -HUP \$MAINPID$/);
     expect(s('KillSignal')).toBe('SIGTERM');
-    // A stop takes at most gracePeriod + the job's lockTtl + about 1 s (README, Shutdown).
-    const stopMs = parseDuration(DEFAULTS.gracePeriod)! + parseDuration(JOB_DEFAULTS.lockTtl)! + 1000;
+    // A stop takes at most gracePeriod + the job's lockTtl + STOP_MARGIN_MS (8.5 s) (README, Shutdown).
+    const stopMs = parseDuration(DEFAULTS.gracePeriod)! + parseDuration(JOB_DEFAULTS.lockTtl)! + STOP_MARGIN_MS;
+    // The README's figures are the code's.
+    const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+    expect(readme).toContain(`the largest \`lockTtl\` of its jobs + ${STOP_MARGIN_MS / 1000} s`);
+    expect(readme).toContain(`+ ${STOP_MARGIN_MS / 1000} s (see [Shutdown](#shutdown)): ${stopMs / 1000} s with`);
     expect(timespanMs(s('TimeoutStopSec')!)).toBeGreaterThan(stopMs);
     expect(['on-failure', 'always']).toContain(s('Restart'));
     expect(timespanMs(s('RestartSec')!)).toBeGreaterThanOrEqual(1000);

@@ -129,6 +129,17 @@ describe('the example jobs of ./jobs', () => {
       for (const f of before) expect(JSON.parse(readFileSync(join(ordersDir, f), 'utf8'))).toMatchObject({ status: 'paid', syncedBy: runs[0]!.periodKey });
     });
 
+    it('heartbeat: its log line names the node and the period once each (the fields ctx.log binds)', async () => {
+      const r = await cli(['run-once', 'heartbeat', '--jobs', jobsDir], { SCHEDULER_LOG_LEVEL: 'info' });
+      expect(r.code, show(r)).toBe(0);
+      const line = r.stderr.split('\n').find((l) => l.includes('"msg":"cluster heartbeat"'));
+      expect(line, show(r)).toBeDefined();
+      // JSON.parse keeps the last of two equal keys: count them in the text.
+      for (const key of ['node', 'job', 'periodKey']) expect(line!.split(`"${key}":`).length - 1, `${key} in ${line}`).toBe(1);
+      expect(JSON.parse(line!)).toMatchObject({ level: 'info', job: 'heartbeat', periodKey: expect.stringMatching(/^heartbeat@/) });
+      expect(line).not.toContain('"period":');
+    });
+
     it('EXAMPLES_DATA_DIR moves the files the examples write', async () => {
       const elsewhere = join(dir, 'elsewhere');
       const r = await cli(['run-once', 'order-sync', '--jobs', jobsDir], { EXAMPLES_DATA_DIR: elsewhere });

@@ -23,6 +23,7 @@ describe.concurrent('daemon output', () => {
     const ws = workspace();
     ws.writeJob('shanghai-tick.mjs', jobSource(`schedule: '*/2 * * * * *', timezone: 'Asia/Shanghai', catchUp: '1s',`, `return 1;`));
     ws.writeJob('always-fails.mjs', jobSource(`schedule: '*/2 * * * * *', catchUp: '1s',`, `throw new Error('no luck today');`));
+    ws.writeJob('stray-throw.mjs', jobSource(`schedule: '*/2 * * * * *', catchUp: '1s',`, `setTimeout(() => { throw new TypeError('boom'); }, 10); return 'returned';`));
     // Port 0: the kernel picks a free port when the daemon binds (a port from freePort() may be taken
     // by another process of the machine before the daemon binds it); the summary shows the real one.
     // `script` gives the daemon a terminal for stdout; it ends the daemon when it is signalled.
@@ -39,12 +40,14 @@ describe.concurrent('daemon output', () => {
     const dur = String.raw`(?:\d+ms|\d+\.\ds)`;
     const okLine = new RegExp(String.raw`^\d\d:\d\d:\d\d ✓ shanghai-tick {2}(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) Asia\/Shanghai {2}succeeded {2}${dur}(?: {2}\([^)]*\))?$`, 'm');
     const failedLine = new RegExp(String.raw`^\d\d:\d\d:\d\d ✗ always-fails {2}\S+ \S+ UTC {2}failed {2}${dur}(?: {2}\([^)]*\))?: no luck today$`, 'm');
+    // A stray callback's error: one line with its type and message (the stack is in JSON logs).
+    const strayLine = /^\d\d:\d\d:\d\d ERROR: uncaught exception from the body of job stray-throw; the daemon keeps running \{.*"err":"TypeError: boom"\}$/m;
     let runLine: RegExpExecArray;
     try {
       runLine = await waitFor('a run line of each job', () => {
         if (d.proc.exitCode !== null || d.proc.signalCode !== null) return 'exited' as const;
         const ok = okLine.exec(text());
-        return ok && failedLine.test(text()) ? ok : false;
+        return ok && failedLine.test(text()) && strayLine.test(text()) ? ok : false;
       }, 60_000).then((r) => {
         if (r === 'exited') throw new Error('the daemon (under script) exited before printing a run line of each job');
         return r;
@@ -62,21 +65,21 @@ describe.concurrent('daemon output', () => {
     expect(lines.slice(first + 1, first + 5).map((l) => l.trim())).toEqual([
       `store:       SQLite ${ws.path('scheduler.db')}`,
       'redis:       none (claims rest on the run row)',
-      `jobs:        2 jobs in ${ws.jobsDir}`,
+      `jobs:        3 jobs in ${ws.jobsDir}`,
       expect.stringMatching(/^status page: http:\/\/127\.0\.0\.1:[1-9]\d*\/$/),
     ]);
-    // Neither the configuration dump nor the per-run info lines, and every line is one line.
+    // Neither the configuration dump nor the per-run info lines, and every line is one line (no stack).
     for (const gone of ['daemon starting', 'scheduler started', 'run started', 'run succeeded', 'run failed', '"gracePeriodMs"']) expect(text(), gone).not.toContain(gone);
     expect(lines.filter((l) => l.startsWith(' ') && !/^ {9}\w[\w ]*: /.test(l)), text()).toEqual([]);
   });
 
   it('an error thrown by a body\'s stray callback is one log line naming the job and period; the other jobs go on', async () => {
     const ws = workspace();
-    ws.writeJob('stray-throw.mjs', jobSource(`schedule: '* * * * * *', catchUp: '1s',`, `setTimeout(() => { throw new Error('boom'); }, 10); return 'returned';`));
+    ws.writeJob('stray-throw.mjs', jobSource(`schedule: '* * * * * *', catchUp: '1s',`, `setTimeout(() => { throw new TypeError('boom'); }, 10); return 'returned';`));
     ws.writeJob('steady.mjs', jobSource(`schedule: '* * * * * *', catchUp: '1s',`, `return 'ok';`));
     const d = start(ws);
     const uncaught = await waitForLog(d, 'the stray error to be logged', 'uncaught exception from the body of job stray-throw; the daemon keeps running');
-    expect(uncaught).toMatchObject({ level: 'error', job: 'stray-throw', periodKey: expect.stringMatching(/^stray-throw@/), attempt: 1, err: { message: 'boom' } });
+    expect(uncaught).toMatchObject({ level: 'error', job: 'stray-throw', periodKey: expect.stringMatching(/^stray-throw@/), attempt: 1, err: { type: 'TypeError', message: 'boom', stack: expect.stringMatching(/^TypeError: boom\n\s+at /) } });
     // One line per throw: each period's callback throws once.
     const ofPeriod = d.logs().filter((l) => l.level === 'error' && l.periodKey === uncaught.periodKey);
     expect(ofPeriod).toHaveLength(1);

@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { historyText } from '../../src/cli/history.js';
 import { nodesText } from '../../src/cli/nodes.js';
+import { datedText, whenText } from '../../src/cli/views.js';
 import type { ListedNode, RunRecord } from '../../src/store/types.js';
 import { runCli } from '../helpers/cli.js';
 import { removeTempDirs, tempDir } from './_fixtures.js';
@@ -71,13 +72,72 @@ describe('list text', () => {
     for (const l of lines) expect(l.length, l).toBeLessThanOrEqual(100);
     expect(lines.find((l) => l.startsWith('settlement-of-the-previous-bu… '))).toBeDefined();
     const tokyo = lines.find((l) => l.startsWith('tokyo-midnight '))!;
-    expect(tokyo).toMatch(/ @daily +Asia\/Tokyo +\d\d-\d\d 00:00:00 \(in \d+[smh]\)$/);
+    // (With the year on the last day of a year: the next midnight is in the next one.)
+    expect(tokyo).toMatch(/ @daily +Asia\/Tokyo +(?:\d{4}-)?\d\d-\d\d 00:00:00 \(in \d+[smh]\)$/);
     expect(lines[lines.indexOf(tokyo) + 1]).toBe('  last - · overlap=skip catchUp=15m');
+
+    // The cut expression and zone are printed whole on the row's next line.
+    const long = lines.indexOf(lines.find((l) => l.startsWith('settlement-of-the-previous-bu… '))!);
+    expect(lines[long + 1]).toBe(`  job ${LONG_NAME} · schedule 0 0,15,30,45 9-17 * * 1-5`);
+    expect(lines[long + 2]).toBe('  zone America/Argentina/Buenos_Aires');
 
     const utc = await runCli(['list', '--utc', '--jobs', dir], { env: { SCHEDULER_STORE: store }, timeoutMs: 30_000 });
     expect(utc.code, utc.stderr).toBe(0);
     expect(utc.stdout).toMatch(/^JOB +SCHEDULE +TIMEZONE +NEXT \(UTC\)$/m);
-    expect(utc.stdout).toMatch(/^tokyo-midnight +@daily +Asia\/Tokyo +\d\d-\d\d 15:00:00 \(in \d+[smh]\)$/m);
+    expect(utc.stdout).toMatch(/^tokyo-midnight +@daily +Asia\/Tokyo +(?:\d{4}-)?\d\d-\d\d 15:00:00 \(in \d+[smh]\)$/m);
+  });
+
+  it('fits 100 columns with an invalid file, a 6-field expression and a long zone: problems wrapped without the path, cut cells whole below', async () => {
+    const dir = join(tempDir('cron-unit-text-'), 'jobs');
+    mkdirSync(dir);
+    writeFileSync(join(dir, 'a.mjs'), `export default { name: 'every-third-second', schedule: '*/3 * * * * *', timezone: 'America/Argentina/Buenos_Aires', async run() {} };`);
+    writeFileSync(join(dir, 'b.mjs'), `export default { name: 'nightly-report-for-the-finance-team', schedule: '0 0,15,30,45 9-17 * * 1-5', timezone: 'America/Indiana/Indianapolis', async run() {} };`);
+    writeFileSync(join(dir, 'bad.mjs'), `export default { name: 'bad', schedule: '* * * *', timezone: 'Mars/Olympus', async run() {} };`);
+    const store = `sqlite:${join(tempDir('cron-unit-text-store-'), 's.db')}`;
+    const text = await runCli(['list', '--jobs', dir], { env: { SCHEDULER_STORE: store }, timeoutMs: 30_000 });
+    expect(text.code, text.stderr).toBe(2);
+    const lines = text.stdout.trimEnd().split('\n');
+    for (const l of lines) expect(l.length, l).toBeLessThanOrEqual(100);
+    const third = lines.findIndex((l) => l.startsWith('every-third-second '));
+    expect(lines[third]).toContain(' */3 * * * * * ');
+    expect(lines[third + 1]).toBe('  zone America/Argentina/Buenos_Aires');
+    const nightly = lines.findIndex((l) => l.startsWith('nightly-report-for-the-financ… '));
+    expect(lines[nightly + 1]).toBe('  job nightly-report-for-the-finance-team · schedule 0 0,15,30,45 9-17 * * 1-5');
+    expect(lines[nightly + 2]).toBe('  zone America/Indiana/Indianapolis');
+    const invalid = lines.findIndex((l) => /^INVALID \S*bad\.mjs:$/.test(l));
+    expect(invalid).toBeGreaterThan(0);
+    const problems = lines.slice(invalid + 1);
+    // No path again; the schedule problem wrapped at a space onto an indented line, with nothing lost.
+    expect(problems.every((l) => !l.includes('bad.mjs'))).toBe(true);
+    expect(problems.join(' ').replace(/\s+/g, ' ')).toContain(`field 'schedule' = "* * * *": expected a valid cron expression (expected 5 fields (minute hour day month weekday) or 6 (seconds first), got 4)`);
+    expect(problems.some((l) => /^ {4}\S/.test(l))).toBe(true);
+    // --json keeps each problem whole, as loaded.
+    const json = await runCli(['list', '--json', '--jobs', dir], { env: { SCHEDULER_STORE: store }, timeoutMs: 30_000 });
+    const problem = JSON.parse(json.stdout).invalid[0].problems.find((p: string) => p.includes("'schedule'"));
+    expect(problem).toMatch(/^\S*bad\.mjs: field 'schedule' = .*got 4\)$/);
+  });
+
+  it('shows the year of periods not all in the current year: six @yearly periods are six years, not six 01-01', async () => {
+    // Pure: within this year (in the zone) no year; any period in another year: all with theirs.
+    const at = (iso: string) => new Date(iso);
+    expect(datedText([at('2026-12-02T00:00:00Z'), at('2026-12-03T00:00:00Z')], 'UTC', now)).toEqual(['12-02 00:00:00', '12-03 00:00:00']);
+    expect(datedText([at('2026-12-31T12:00:00Z'), at('2027-01-01T00:00:00Z')], 'UTC', now)).toEqual(['2026-12-31 12:00:00', '2027-01-01 00:00:00']);
+    // The year is the zone's: 31 Dec 20:00 UTC is already 2027 in Tokyo.
+    expect(whenText(at('2026-12-31T20:00:00Z'), 'Asia/Tokyo', now)).toBe('2027-01-01 05:00:00 (in 30d)');
+    expect(whenText(at('2026-12-31T20:00:00Z'), 'UTC', now)).toBe('12-31 20:00:00 (in 30d)');
+
+    const dir = join(tempDir('cron-unit-text-'), 'jobs');
+    mkdirSync(dir);
+    writeFileSync(join(dir, 'y.mjs'), `export default { name: 'yearly', schedule: '@yearly', async run() {} };`);
+    const store = `sqlite:${join(tempDir('cron-unit-text-store-'), 's.db')}`;
+    const r = await runCli(['list', '-n', '6', '--jobs', dir], { env: { SCHEDULER_STORE: store }, timeoutMs: 30_000 });
+    expect(r.code, r.stderr).toBe(0);
+    const lines = r.stdout.trimEnd().split('\n');
+    for (const l of lines) expect(l.length, l).toBeLessThanOrEqual(100);
+    const year = new Date().getUTCFullYear();
+    expect(lines[1]).toMatch(new RegExp(`^yearly +@yearly +UTC +${year + 1}-01-01 00:00:00 \\(in \\d+d\\)$`));
+    const shown = lines.filter((l) => l.startsWith('  next ')).join(', ').replace(/ {2}next /g, '').split(', ');
+    expect(shown).toEqual(Array.from({ length: 6 }, (_, i) => `${year + 1 + i}-01-01 00:00:00`));
   });
 });
 

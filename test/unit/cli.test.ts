@@ -241,6 +241,24 @@ describe.concurrent('next', () => {
     expect(lines(text.stdout)[0]).toBe('weekly  @weekly (0 0 * * 0)  (America/New_York)  after 2026-12-01T00:00:00.000Z');
   });
 
+  it('next -n past the last period croner computes (year 3000): the periods there are, one stderr line saying so, exhausted in --json, exit 0', async ({ expect }) => {
+    const jobs = jobsFolder({ 'yearly.mjs': job('@yearly') });
+    const r = await cli(['next', 'yearly', '-n', '100000', '--from', '2990-06-01T00:00:00Z', '--jobs', jobs]);
+    expect(r.code, show(r)).toBe(0);
+    const out = lines(r.stdout);
+    expect(out).toHaveLength(2 + 9);
+    expect(out.at(-1)).toMatch(/^2999-01-01T00:00:00\+00:00 +2999-01-01T00:00:00\.000Z *$/);
+    expect(lines(r.stderr)).toEqual(['scheduler: the schedule has no more periods after 2999-01-01T00:00:00.000Z (9 of 100000 shown; no period is computed from the year 3000 on)']);
+    const json = await cli(['next', 'yearly', '-n', '10', '--from', '2990-06-01T00:00:00Z', '--json', '--jobs', jobs]);
+    expect(json.code, show(json)).toBe(0);
+    const doc = JSON.parse(json.stdout) as { exhausted: boolean; periods: unknown[] };
+    expect(doc.exhausted).toBe(true);
+    expect(doc.periods).toHaveLength(9);
+    const enough = await cli(['next', 'yearly', '-n', '9', '--from', '2990-06-01T00:00:00Z', '--json', '--jobs', jobs]);
+    expect(JSON.parse(enough.stdout).exhausted).toBe(false);
+    expect(lines(enough.stderr)).toEqual([]);
+  });
+
   it('next of a misspelt job suggests the closest name', async ({ expect }) => {
     const line = refusal(await cli(['next', 'typed-reprot', '--jobs', GOOD_JOBS]));
     expect(line).toBe("scheduler: unknown job 'typed-reprot' (did you mean 'typed-report'?); known jobs: plain-mjs, seconds, typed-report");
@@ -403,6 +421,20 @@ describe.concurrent('history of one job', () => {
   it('an unknown job with no rows exits 2, naming it and the known jobs, instead of an empty table', async ({ expect }) => {
     const line = refusal(await cli(['history', 'no-such-job', '--jobs', GOOD_JOBS], { SCHEDULER_STORE: sqliteStore() }));
     expect(line).toBe("scheduler: unknown job 'no-such-job'; known jobs: plain-mjs, seconds, typed-report");
+  });
+
+  it('a misspelt job whose file is gone, known from its rows, is suggested and listed; a long list is cut to ten names', async ({ expect }) => {
+    const store = sqliteStore();
+    const here = jobsFolder({ 'nightly-settlement.mjs': job('0 2 * * *') });
+    const ran = await cli(['run-once', 'nightly-settlement', '--jobs', here], { SCHEDULER_STORE: store });
+    expect(ran.code, show(ran)).toBe(0);
+    // The file removed: only the row knows the name (a manual run-once declares no job in the jobs table).
+    const empty = jobsFolder({});
+    const line = refusal(await cli(['history', 'nightly-setlement', '--jobs', empty], { SCHEDULER_STORE: store }));
+    expect(line).toBe("scheduler: unknown job 'nightly-setlement' (did you mean 'nightly-settlement'?); known jobs: nightly-settlement");
+    const many = jobsFolder(Object.fromEntries(Array.from({ length: 12 }, (_, i) => [`job-${String(i + 1).padStart(2, '0')}.mjs`, job('0 2 * * *')])));
+    const long = refusal(await cli(['history', 'no-such-job', '--jobs', many], { SCHEDULER_STORE: store }));
+    expect(long).toBe("scheduler: unknown job 'no-such-job'; known jobs: job-01, job-02, job-03, job-04, job-05, job-06, job-07, job-08, job-09, job-10 and 3 more");
   });
 
   it('a misspelt job suggests the closest name (with --status too)', async ({ expect }) => {

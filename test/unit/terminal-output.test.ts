@@ -5,9 +5,11 @@
 import { mkdtempSync, openSync, closeSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import pino from 'pino';
 import { describe, expect, it } from 'vitest';
+import { loggerOptions } from '../../src/log-options.js';
 import { loadConfig } from '../../src/config/config.js';
-import { TerminalOutput, runLine, shortDuration } from '../../src/output/terminal.js';
+import { RunLineObserver, TerminalOutput, runLine, shortDuration, skipLine } from '../../src/output/terminal.js';
 import { startupSummary, storeWhere } from '../../src/output/summary.js';
 
 const now = new Date('2026-12-01T06:00:02Z');
@@ -29,6 +31,13 @@ describe('run line', () => {
     expect(runLine(failed, 'UTC', now)).toBe('✗ nightly-report  2026-12-01 06:00 UTC  failed  310ms  (attempt 2 due in 30s): Error: upstream refused');
     const other = { ...finished, trigger: 'manual' as const, attempt: 3, status: 'abandoned' as const, recorded: false, error: 'lease lost' };
     expect(runLine(other, 'UTC', now)).toBe('✗ nightly-report  2026-12-01 06:00 UTC  abandoned  1.2s  (manual, attempt 3, not recorded): lease lost');
+  });
+
+  it('a paused or overlapping skip is a run line too; several periods at once say how many', () => {
+    const skipped = { type: 'skipped' as const, job: 'nightly-report', reason: 'paused' as const, count: 1, first: new Date('2026-12-01T06:00:00Z'), last: new Date('2026-12-01T06:00:00Z') };
+    expect(skipLine(skipped, 'Asia/Shanghai')).toBe('- nightly-report  2026-12-01 14:00 Asia/Shanghai  skipped  (paused)');
+    expect(skipLine({ ...skipped, reason: 'overlap', first: new Date('2026-12-01T06:00:05Z'), last: new Date('2026-12-01T06:00:05Z') }, 'UTC')).toBe('- nightly-report  2026-12-01 06:00:05 UTC  skipped  (overlap: a run is in flight)');
+    expect(skipLine({ ...skipped, count: 3, last: new Date('2026-12-01T06:02:00Z') }, 'UTC')).toBe('- nightly-report  3 periods 2026-12-01 06:00 to 2026-12-01 06:02 UTC  skipped  (paused)');
   });
 
   it('durations read short', () => {
@@ -55,6 +64,8 @@ describe('start-up summary', () => {
       'store:       SQLite /var/lib/cron/s.db', 'redis:       none (claims rest on the run row)', 'jobs:        1 job in /srv/jobs', 'status page: http://127.0.0.1:9464/',
     ]);
     expect(startupSummary(config({ http: 'off' }), { jobs: 1, invalidFiles: 0 }).at(-1)).toBe('status page: off');
+    // The token is never shown; that one is needed is (the `http server listening` line is at debug here).
+    expect(startupSummary(config({ httpToken: 's3cret-token' }), { jobs: 1, invalidFiles: 0, listening: 'http://127.0.0.1:40123' }).at(-1)).toBe('status page: http://127.0.0.1:40123/ (bearer token on / and /api)');
     expect(startupSummary(config({}), { jobs: 1, invalidFiles: 0, listening: 'http://127.0.0.1:40123' }).at(-1)).toBe('status page: http://127.0.0.1:40123/');
     expect(startupSummary(config({}), { jobs: 1, invalidFiles: 0, listening: null }).at(-1)).toBe('status page: off (its address is in use: see the warning above)');
   });
@@ -72,14 +83,46 @@ describe('terminal destination', () => {
       out.write(line('run started', { job: 'a' }));
       out.write(line('run failed', { job: 'a', level: 'warn' }));
       out.write(line('cluster heartbeat', { job: 'a', attempt: 1 }));
+      // Said by a run line (a skip) or by the start-up summary (the address).
+      out.write(line('period skipped: the job is paused', { job: 'a', reason: 'maintenance' }));
+      out.write(line('http server listening', { url: 'http://127.0.0.1:9464', auth: 'none' }));
+      // The run line of a skip, through the observer the daemon adds.
+      const period = new Date('2026-12-01T06:00:00Z');
+      new RunLineObserver(out, () => 'UTC').emit({ type: 'skipped', job: 'a', reason: 'paused', count: 1, first: period, last: period });
       level = 20;
       out.write(line('run succeeded', { job: 'a' }));
       closeSync(fd);
       const text = readFileSync(file, 'utf8');
       const lines = text.trimEnd().split('\n');
-      expect(lines, text).toHaveLength(2);
+      expect(lines, text).toHaveLength(3);
       expect(lines[0]).toMatch(/^\d\d:\d\d:\d\d INFO: cluster heartbeat \{"job":"a","attempt":1\}$/);
-      expect(lines[1]).toMatch(/^\d\d:\d\d:\d\d DEBUG: run succeeded \{"job":"a"\}$/);
+      expect(lines[1]).toMatch(/^\d\d:\d\d:\d\d - a {2}2026-12-01 06:00 UTC {2}skipped {2}\(paused\)$/);
+      expect(lines[2]).toMatch(/^\d\d:\d\d:\d\d DEBUG: run succeeded \{"job":"a"\}$/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('shows an error as its first line inline, with its type; its stack only at debug', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'terminal-'));
+    try {
+      const file = join(dir, 'out');
+      const fd = openSync(file, 'w');
+      let level = 30;
+      const log = pino(loggerOptions('debug'), new TerminalOutput({ fd, colorize: false, levelValue: () => level, demoteRunLines: true }));
+      const err = new TypeError('boom\nsecond line of the message');
+      log.error({ job: 'stray-throw', err }, 'uncaught exception from the body of job stray-throw; the daemon keeps running');
+      log.error({ err: new Error('Error: already named') }, 'plain');
+      level = 20;
+      log.error({ job: 'stray-throw', err }, 'at debug');
+      closeSync(fd);
+      const text = readFileSync(file, 'utf8');
+      const lines = text.trimEnd().split('\n');
+      expect(lines[0]).toMatch(/^\d\d:\d\d:\d\d ERROR: uncaught exception from the body of job stray-throw; the daemon keeps running \{"job":"stray-throw","err":"TypeError: boom"\}$/);
+      expect(lines[1]).toMatch(/ ERROR: plain \{"err":"Error: already named"\}$/);
+      // At debug the stack is there to read, on the lines under it.
+      expect(lines[2]).toMatch(/ ERROR: at debug/);
+      expect(lines.slice(3).join('\n')).toMatch(/TypeError: boom[\s\S]*\n\s+at /);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
