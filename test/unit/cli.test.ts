@@ -342,7 +342,8 @@ describe.concurrent('pause and resume with no daemon (SQLite store in a temporar
     const store = sqliteStore();
     const here = await cli(['pause', 'plain-mjs', '--reason', 'disk full', '--jobs', GOOD_JOBS], { SCHEDULER_STORE: store });
     expect(here.code, show(here)).toBe(0);
-    expect(lines(here.stdout)).toEqual(["paused job 'plain-mjs' (reason: disk full): every node honours it within one tick (1 s); its periods are recorded skipped (paused) until 'resume plain-mjs'"]);
+    expect(lines(here.stdout)).toEqual(["paused job 'plain-mjs' (reason: disk full): every node honours it within one tick (1 s); its periods are recorded skipped (paused) until 'resume plain-mjs'",
+      "note: no node has declared 'plain-mjs' yet; the pause is kept and applies to the nodes that define it when they run"]);
     // This node's folder has no job at all: the table still knows plain-mjs.
     const empty = jobsFolder({});
     const unknown = await cli(['pause', 'plain-mj', '--jobs', empty], { SCHEDULER_STORE: store });
@@ -350,9 +351,10 @@ describe.concurrent('pause and resume with no daemon (SQLite store in a temporar
     expect(errorLines(unknown.stderr)).toEqual(["scheduler: unknown job 'plain-mj' (did you mean 'plain-mjs'?); known jobs: plain-mjs"]);
     const resumed = await cli(['resume', 'plain-mjs', '--json', '--jobs', empty], { SCHEDULER_STORE: store });
     expect(resumed.code, show(resumed)).toBe(0);
-    expect(JSON.parse(resumed.stdout)).toEqual({ job: 'plain-mjs', action: 'resume', changed: true, paused: false, reason: null, since: null });
+    expect(JSON.parse(resumed.stdout)).toEqual({ job: 'plain-mjs', action: 'resume', changed: true, paused: false, reason: null, since: null, declaredAt: null, declaredRecently: false, at: expect.stringMatching(/^\d{4}-\d\d-\d\dT/) });
     const again = await cli(['resume', 'plain-mjs', '--jobs', empty], { SCHEDULER_STORE: store });
-    expect(lines(again.stdout)).toEqual(["job 'plain-mjs' was not paused: nothing changed"]);
+    expect(lines(again.stdout)).toEqual(["job 'plain-mjs' was not paused: nothing changed",
+      "note: no node has declared 'plain-mjs' yet; nothing runs it until a node that defines it runs"]);
   });
 
   it('a --reason of several lines or over 500 characters, and --force on a pass, exit 2 with one line', async ({ expect }) => {
