@@ -85,8 +85,29 @@ export function latestPeriodAtOrBefore(schedule: Schedule, at: Date): Date | nul
 
 /** The first period strictly after `after`. */
 export function nextPeriodAfter(schedule: Schedule, after: Date): Date | null {
-  return schedule.cron.nextRun(after);
+  // The sweeps ask every job, every second, for its first period after an anchor that moves a little
+  // each time: for a yearly job croner then works out the same instant, 1,000 jobs blocking the
+  // event loop for tens of milliseconds a second. The last answers are kept: when `after` is in
+  // [a, n) for a kept (a, n), no period lies in (a, n), so the first one after `after` is n.
+  const at = after.getTime();
+  let kept = recentNext.get(schedule);
+  if (kept) {
+    for (const k of kept) {
+      if (at >= k.after && (k.next === null || at < k.next)) return k.next === null ? null : new Date(k.next);
+    }
+  } else {
+    kept = [];
+    recentNext.set(schedule, kept);
+  }
+  const next = schedule.cron.nextRun(after);
+  kept.unshift({ after: at, next: next === null ? null : next.getTime() });
+  if (kept.length > KEPT_NEXT) kept.length = KEPT_NEXT;
+  return next;
 }
+
+/** Per schedule, its last few (after, first period after it) answers: the sweep asks two ranges per job. */
+const recentNext = new WeakMap<Schedule, Array<{ after: number; next: number | null }>>();
+const KEPT_NEXT = 4;
 
 export function nextPeriods(schedule: Schedule, after: Date, count: number): Date[] {
   return schedule.cron.nextRuns(count, after);

@@ -526,3 +526,30 @@ describe('describePeriods', () => {
     expect(utc.every((v) => v.dst === undefined)).toBe(true);
   });
 });
+
+describe('nextPeriodAfter keeps its last answers: the same instants as croner, asked afresh', () => {
+  it('random and creeping references over schedules with seconds, DST zones, yearly and sparse ones', () => {
+    const seed = Number(process.env.SCHEDULE_SEED ?? Date.now() % 100_000);
+    let state = seed;
+    const random = () => ((state = (state * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+    const cases: Array<[string, string]> = [
+      ['* * * * * *', 'UTC'], ['*/7 * * * * *', 'UTC'], ['0 30 2 * * *', 'Europe/Berlin'], ['0 0 1 1 *', 'Asia/Shanghai'],
+      ['0 0 29 2 *', 'UTC'], ['0 30 1 * * 0', 'America/New_York'], ['@hourly', 'Australia/Lord_Howe'],
+    ];
+    const start = Date.UTC(2026, 2, 1);
+    for (const [expression, zone] of cases) {
+      const memo = compileSchedule(expression, zone);
+      const fresh = () => compileSchedule(expression, zone).cron;
+      const oracle = fresh();
+      let at = start;
+      for (let i = 0; i < 400; i++) {
+        // Mostly creeping forward (as the sweeps do), sometimes a jump back or far ahead.
+        const r = random();
+        at = r < 0.7 ? at + Math.floor(random() * 3_000) : r < 0.85 ? at - Math.floor(random() * 86_400_000) : at + Math.floor(random() * 400 * 86_400_000);
+        const got = nextPeriodAfter(memo, new Date(at));
+        const want = oracle.nextRun(new Date(at));
+        expect(got?.toISOString() ?? null, `${expression} ${zone} after ${new Date(at).toISOString()} (seed ${seed})`).toBe(want?.toISOString() ?? null);
+      }
+    }
+  });
+});
