@@ -10,7 +10,7 @@ import { createPageHandler } from '../../src/http/page/index.js';
 import {
   PHONE, clickFilter, horizontalOverflow, jobNames, launchChromium, openJob, screenshot, servePage, summaryTiles, tableRows, visit,
 } from '../helpers/browser.js';
-import { FIXTURE_NOW, FixtureReader } from '../helpers/status-fixtures.js';
+import { FIXTURE_NOW, FixtureReader, fixtureJobs } from '../helpers/status-fixtures.js';
 
 let browser: Browser;
 let server: Awaited<ReturnType<typeof servePage>>;
@@ -82,6 +82,32 @@ describe('status page in Chromium', () => {
       expectWritten(await screenshot(page, name));
       expect(problems).toEqual([]);
       await close();
+    }
+  });
+
+  it('shows a long jobs table in chunks whose columns line up with the header, on a laptop and on a phone', async () => {
+    // 130 jobs: three chunks of at most JOB_CHUNK_ROWS (50), each its own table, the later ones off screen.
+    const base = fixtureJobs();
+    const many = Array.from({ length: 130 }, (_, i) => ({ ...base[i % base.length]!, name: `job-${String(i).padStart(3, '0')}` }));
+    const big = await servePage(createPageHandler(new FixtureReader(many), { now: () => FIXTURE_NOW, refreshSeconds: 600 }));
+    try {
+      for (const viewport of [undefined, PHONE]) {
+        const { page, problems, close } = await visit(browser, big.baseUrl, '/', viewport);
+        expect(await jobNames(page)).toEqual(many.map((j) => j.name));
+        // A string, as the browser's globals are not in the test's types.
+        expect(await page.evaluate(`[...document.querySelectorAll('.chunk')].map((c) => [getComputedStyle(c).contentVisibility, c.querySelectorAll('tbody tr').length, c.querySelectorAll('thead').length])`)).toEqual([['auto', 50, 1], ['auto', 50, 0], ['auto', 30, 0]]);
+        await page.locator('tr[data-job="job-129"]').scrollIntoViewIfNeeded();
+        // Each visible cell of the last row starts and ends where its header does.
+        const edges = (selector: string) => page.$$eval(selector, (cells) => cells.filter((c) => c.getBoundingClientRect().width > 0).map((c) => { const r = c.getBoundingClientRect(); return [Math.round(r.left), Math.round(r.right)]; }));
+        const header = await edges('table.jobs thead th');
+        expect(header.length).toBe(viewport ? 5 : 8);
+        expect(await edges('tr[data-job="job-129"] td')).toEqual(header);
+        expect(await horizontalOverflow(page)).toBe(0);
+        expect(problems).toEqual([]);
+        await close();
+      }
+    } finally {
+      await big.close();
     }
   });
 

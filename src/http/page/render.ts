@@ -151,16 +151,36 @@ function jobRow(job: JobView, now: Date): Markup {
 </tr>`;
 }
 
+/**
+ * The jobs table comes in chunks of JOB_CHUNK_ROWS rows, each its own <table> in a block with
+ * `content-visibility: auto`, so that the first frame lays out the chunks on screen and skips the
+ * rest (containment does not apply to rows or tbody, internal table boxes; a trace of the single
+ * table showed the first frame laying out every row parsed so far). `table-layout: fixed` and one
+ * colgroup for all keep the chunks' columns lined up as one table.
+ */
+export const JOB_CHUNK_ROWS = 50;
+
+// A constant of this file, never user data, hence raw Markup. Widths in style.ts (col.c-*).
+const JOB_COLUMNS = new Markup('<colgroup><col class="c-name"><col class="c-schedule wide"><col class="c-zone wide"><col class="c-next"><col class="c-last"><col class="c-running"><col class="c-paused"><col class="c-counts wide"></colgroup>');
+
+function chunks<T>(items: T[], size: number): T[][] {
+  const out: T[][] = [];
+  for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size));
+  return out;
+}
+
 export function jobsSection(jobs: JobView[], filter: JobFilter | null, now: Date): Markup {
   const shown = filter ? jobs.filter((j) => matchesFilter(j, filter)) : jobs;
   const sorted = [...shown].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   return html`<section aria-labelledby="jobs-h"><h2 id="jobs-h">Jobs${filter ? html` <span class="muted">· ${FILTER_LABELS[filter]}</span>` : ''}</h2>
 ${filterNav(jobs, filter)}
-${sorted.length === 0 ? html`<p class="muted" data-empty="jobs">No job${filter ? html` is ${FILTER_LABELS[filter]}` : ''}.</p>` : html`<div class="scroll"><table class="jobs">
-<thead><tr><th>job</th><th class="wide">schedule</th><th class="wide">zone</th><th>next (job's time)</th><th>last run</th><th>running</th><th>paused</th><th class="wide" title="failures / missed periods in the last 24 h">24 h ✗ / missed</th></tr></thead>
+${sorted.length === 0 ? html`<p class="muted" data-empty="jobs">No job${filter ? html` is ${FILTER_LABELS[filter]}` : ''}.</p>` : html`<div class="scroll"><div class="jobs-wide">
+${chunks(sorted, JOB_CHUNK_ROWS).map((rows, i) => html`<div class="chunk" style="contain-intrinsic-size:auto ${rows.length * 68}px"><table class="jobs">${JOB_COLUMNS}
+${i === 0 ? html`<thead><tr><th>job</th><th class="wide">schedule</th><th class="wide">zone</th><th>next (job's time)</th><th>last run</th><th>running</th><th>paused</th><th class="wide" title="failures / missed periods in the last 24 h">24 h ✗ / missed</th></tr></thead>` : ''}
 <tbody>
-${sorted.map((j) => jobRow(j, now))}
-</tbody></table></div>`}
+${rows.map((j) => jobRow(j, now))}
+</tbody></table></div>
+`)}</div></div>`}
 </section>`;
 }
 

@@ -38,6 +38,11 @@ time{white-space:nowrap}.rel{color:#5f6b7a;font-size:12px;white-space:nowrap}
 .error{color:#a50e0e;font:12px ui-monospace,SFMono-Regular,Menlo,monospace;overflow-wrap:anywhere;min-width:14em;max-width:40em}
 .output summary{cursor:pointer;color:#5f6b7a}.output pre{margin:4px 0;max-height:20em;overflow:auto;white-space:pre-wrap;color:#1d232a;background:#f6f7f9;padding:4px}
 tr.dst td{background:#fffbeb}
+.jobs-wide{min-width:1000px}
+.chunk{content-visibility:auto;contain-intrinsic-size:auto 3400px}
+table.jobs{table-layout:fixed}
+col.c-name{width:17%}col.c-schedule{width:10%}col.c-zone{width:10%}col.c-next{width:16%}col.c-last{width:21%}col.c-running{width:8%}col.c-paused{width:11%}col.c-counts{width:7%}
+table.jobs td{overflow-wrap:anywhere}table.jobs .error{min-width:0}
 dl.facts{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;margin:0}
 dl.facts dt{color:#5f6b7a}dl.facts dd{margin:0;overflow-wrap:anywhere}
 ul.invalid{margin:0;padding-left:20px}
@@ -46,5 +51,8 @@ ul.invalid{margin:0;padding-left:20px}
   .wide{display:none}
   th,td{padding:4px 6px}
   .error{max-width:16em}
+  col.wide{display:none}
+  .jobs-wide{min-width:640px}
+  col.c-name{width:24%}col.c-next{width:24%}col.c-last{width:28%}col.c-running{width:10%}col.c-paused{width:14%}
 }
 `;
