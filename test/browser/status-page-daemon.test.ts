@@ -27,8 +27,12 @@ afterAll(async () => {
 describe('status page of a real daemon, in Chromium', () => {
   it('shows the runs the daemon recorded: failing filter, the paused job, a click through to a job page', async () => {
     const ws = node.workspace();
-    ws.writeJob('steady.mjs', jobSource(`schedule: '* * * * * *',`));
-    ws.writeJob('broken.mjs', jobSource(`schedule: '* * * * * *',`, `throw new Error('upstream <b>refused</b>');`));
+    // Even and odd seconds: the summaries are read again as a run ends, so with both jobs every second
+    // each read landed beside the other job's next attempt, claimed ahead and running (a job's last
+    // run is its newest attempt), and the two rarely both showed an outcome. Apart, each read after
+    // one job's end finds the other's last attempt ended.
+    ws.writeJob('steady.mjs', jobSource(`schedule: '*/2 * * * * *',`));
+    ws.writeJob('broken.mjs', jobSource(`schedule: '1-59/2 * * * * *',`, `throw new Error('upstream <b>refused</b>');`));
     ws.writeJob('yearly.mjs', jobSource(`schedule: '@yearly', timezone: 'Asia/Shanghai',`));
     ws.writeJob('held.mjs', jobSource(`schedule: '* * * * * *',`));
     const paused = await runCli(['pause', 'held', '--reason', 'db upgrade'], { cwd: ws.dir, env: node.envOf(ws) });
