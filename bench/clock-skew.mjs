@@ -7,7 +7,7 @@
  *   node bench/clock-skew.mjs [--skews +1.5s,-1.5s,0] [--nodes N] [--redis 3] [--jobs 5] [--seconds 60]
  *                             [--warmup 5] [--settle 4] [--body-ms 300] [--log-level info]
  *                             [--no-build | --package DIR] [--keep] [--json-out FILE]
- *   (env: BENCH_MYSQL_ADMIN=mysql://root@127.0.0.1:3306/)
+ *   (a list that starts with a minus takes the = form: --skews=-1.5s,+1.5s; env: BENCH_MYSQL_ADMIN=mysql://root@127.0.0.1:3306/)
  *
  * Each node's clock is shifted by its skew (`+1.5s`, `-200ms`, `+5m`, `0` = not faked): libfaketime
  * preloaded straight into node (FAKETIME=<offset>, FAKETIME_DONT_FAKE_MONOTONIC=1, FAKETIME_NO_CACHE=1),
@@ -42,7 +42,7 @@ import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
-  PROJECT_ROOT, SchedulerNode, adminConnection, buildSnapshot, parseFlags, randomTag, readJsonLines, sleep, sourceState,
+  PROJECT_ROOT, SchedulerNode, adminConnection, buildSnapshot, benchOptions, randomTag, readJsonLines, sleep, sourceState,
   startRedisServers, summarise, table, tail,
 } from './lib.mjs';
 
@@ -71,7 +71,8 @@ function faketimeOffset(ms) {
 const showSkew = (ms) => (ms === 0 ? '0' : `${ms > 0 ? '+' : '-'}${Math.abs(ms) % 60_000 === 0 ? `${Math.abs(ms) / 60_000}m` : `${Math.abs(ms) / 1000}s`}`);
 
 function parseOptions(argv) {
-  const flags = parseFlags(argv, {
+  const flags = benchOptions(argv, {
+    strings: ['skews', 'nodes', 'redis', 'jobs', 'seconds', 'warmup', 'settle', 'body-ms', 'log-level', 'package', 'json-out'],
     booleans: ['no-build', 'keep'],
     usage: 'usage: node bench/clock-skew.mjs [--skews +1.5s,-1.5s,0] [--nodes N] [--redis 3] [--jobs 5] [--seconds 60]\n' +
       '       [--warmup 5] [--settle 4] [--body-ms 300] [--log-level info] [--no-build | --package DIR] [--keep] [--json-out FILE]\n',
