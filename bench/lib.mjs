@@ -15,9 +15,12 @@ import mysql from 'mysql2/promise';
 import { BENCH_MARIADB_ADMIN, createMariaDb } from '../test/harness/databases.mjs';
 import { BIN, Daemon, ROOT } from '../test/harness/process.mjs';
 
-export { exited, freePort, randomTag, readJsonLines, sleep, tail, waitFor } from '../test/harness/process.mjs';
-export { RedisServer, startRedisServers } from '../test/harness/redis.mjs';
+export { BENCH_MARIADB_ADMIN, createMariaDb, createPostgresDb } from '../test/harness/databases.mjs';
+export { Daemon, cleanEnv, exited, freePort, procState, randomTag, readJsonLines, runCli, sleep, tail, waitFor } from '../test/harness/process.mjs';
+export { StoreProxy } from '../test/harness/proxy.mjs';
+export { RedisServer, redisAnswers, startRedisServers } from '../test/harness/redis.mjs';
 export { countBy, fmt, percentile, summarise, table } from '../test/harness/stats.mjs';
+export { Workspace } from '../test/harness/workspace.mjs';
 
 export const PROJECT_ROOT = ROOT;
 export const SCHEDULER_BIN = BIN;

@@ -20,6 +20,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { BENCH_MARIADB_ADMIN, createMariaDb } from './databases.mjs';
+import { byPeriod } from './effects.mjs';
 import { definitionFields } from './job-sources.mjs';
 import { BIN, Daemon, exited, procState, randomTag, readJsonLines, runCli, sleep, tail, waitFor } from './process.mjs';
 import { StoreProxy, accepts } from './proxy.mjs';
@@ -774,17 +775,13 @@ export function analyse({ effects, runs, jobs, windowFrom, windowTo, judgedTo, d
   const jobByName = new Map(jobs.map((j) => [j.name, j]));
 
   // Side effects by period and attempt.
-  const eff = new Map();
-  const starts = new Map();
-  for (const e of effects) {
-    const attempts = eff.get(e.key) ?? new Map();
-    eff.set(e.key, attempts);
-    const list = attempts.get(e.attempt) ?? [];
-    list.push(e);
-    attempts.set(e.attempt, list);
-    if (e.ev === 'start') starts.set(`${e.key}#${e.attempt}`, (starts.get(`${e.key}#${e.attempt}`) ?? 0) + 1);
+  const eff = byPeriod(effects);
+  for (const [key, attempts] of eff) {
+    for (const [attempt, list] of attempts) {
+      const n = list.filter((e) => e.ev === 'start').length;
+      if (n > 1) v['duplicate-start'].push(`${key}#${attempt} started ${n} times`);
+    }
   }
-  for (const [k, n] of starts) if (n > 1) v['duplicate-start'].push(`${k} started ${n} times`);
 
   const pausedAt = (pid, t) => pauses.some((p) => p.pid === pid && p.from <= t && t <= p.to + 2000);
   for (const [key, attempts] of eff) {
