@@ -485,6 +485,15 @@ class Soak {
 
   // ------------------------------------------------------------------------------- faults
 
+  /** After `downMs` (less when the fault phase ends), a fresh process in the node's slot. */
+  async restartAfter(n, rec, downMs) {
+    await this.wait(downMs);
+    const info = n.spawn();
+    rec.restartPid = info.pid;
+    rec.restoredAt = Date.now();
+    await n.watchStart();
+  }
+
   async inject(f) {
     const rec = { ...f, label: faultLabel(f), plannedAt: this.phaseStart + f.at, injectedAt: Date.now(), notes: [] };
     this.injected.push(rec);
@@ -501,11 +510,7 @@ class Soak {
           n.signal('SIGKILL');
           await done;
           if (proc.signalCode !== 'SIGKILL') this.harnessProblems.push(`kill -9 of ${f.node} pid ${proc.pid}: exited with ${proc.exitCode ?? proc.signalCode}`);
-          await this.wait(f.downMs);
-          const info = n.spawn();
-          rec.restartPid = info.pid;
-          rec.restoredAt = Date.now();
-          await n.watchStart();
+          await this.restartAfter(n, rec, f.downMs);
           break;
         }
         case 'pause': {
@@ -533,11 +538,7 @@ class Soak {
           rec.exit = r;
           if (r.killed) note(`did not exit within 30 s of SIGTERM: killed`);
           else note(`exit ${r.code ?? r.signal} ${r.ms} ms after SIGTERM`);
-          await this.wait(f.downMs);
-          const info = n.spawn();
-          rec.restartPid = info.pid;
-          rec.restoredAt = Date.now();
-          await n.watchStart();
+          await this.restartAfter(n, rec, f.downMs);
           break;
         }
         case 'redis': {
