@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 /**
  * The seeded chaos soak, long form (the short form is test/fault/chaos.test.ts; both use
- * bench/chaos-lib.mjs):
+ * test/harness/chaos.mjs):
  *
  *   node bench/chaos.mjs [--seconds 120] [--seed S] [--settle 120] [--every-kind] [--no-build] [--keep] [--log-level info] [--json-out FILE]
  *   (env: CHAOS_SEED when --seed is not given; BENCH_MYSQL_ADMIN=mysql://root@127.0.0.1:3306/)
@@ -16,11 +16,12 @@
  */
 import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { resolveSeed, runChaos } from './chaos-lib.mjs';
-import { buildSnapshot, sourceState, parseFlags } from './lib.mjs';
+import { resolveSeed, runChaos } from '../test/harness/chaos.mjs';
+import { buildSnapshot, sourceState, benchOptions } from './lib.mjs';
 
 function parseOptions(argv) {
-  const flags = parseFlags(argv, {
+  const flags = benchOptions(argv, {
+    strings: ['seconds', 'seed', 'settle', 'log-level', 'json-out'],
     booleans: ['no-build', 'keep', 'every-kind'],
     usage: 'usage: node bench/chaos.mjs [--seconds 120] [--seed S] [--settle 120] [--every-kind] [--no-build] [--keep] [--log-level info] [--json-out FILE]\n',
   });

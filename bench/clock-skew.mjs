@@ -7,7 +7,7 @@
  *   node bench/clock-skew.mjs [--skews +1.5s,-1.5s,0] [--nodes N] [--redis 3] [--jobs 5] [--seconds 60]
  *                             [--warmup 5] [--settle 4] [--body-ms 300] [--log-level info]
  *                             [--no-build | --package DIR] [--keep] [--json-out FILE]
- *   (env: BENCH_MYSQL_ADMIN=mysql://root@127.0.0.1:3306/)
+ *   (a list that starts with a minus takes the = form: --skews=-1.5s,+1.5s; env: BENCH_MYSQL_ADMIN=mysql://root@127.0.0.1:3306/)
  *
  * Each node's clock is shifted by its skew (`+1.5s`, `-200ms`, `+5m`, `0` = not faked): libfaketime
  * preloaded straight into node (FAKETIME=<offset>, FAKETIME_DONT_FAKE_MONOTONIC=1, FAKETIME_NO_CACHE=1),
@@ -38,12 +38,12 @@
  * The report goes to stdout (the command line first); its last line is one JSON document with the figures.
  */
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { cpus, loadavg, tmpdir } from 'node:os';
+import { existsSync, rmSync, writeFileSync } from 'node:fs';
+import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
 import {
-  PROJECT_ROOT, SchedulerNode, adminConnection, buildSnapshot, parseFlags, randomTag, readJsonLines, sleep, sourceState,
-  startRedisServers, summarise, table, tail,
+  BENCH_MARIADB_ADMIN, PROJECT_ROOT, SchedulerNode, Workspace, adminConnection, benchOptions, buildSnapshot, countBy, createMariaDb, randomTag,
+  sleep, sourceState, startRedisServers, summarise, table, tail,
 } from './lib.mjs';
 
 const OFFSET_TARGET_MS = 50;
@@ -71,7 +71,8 @@ function faketimeOffset(ms) {
 const showSkew = (ms) => (ms === 0 ? '0' : `${ms > 0 ? '+' : '-'}${Math.abs(ms) % 60_000 === 0 ? `${Math.abs(ms) / 60_000}m` : `${Math.abs(ms) / 1000}s`}`);
 
 function parseOptions(argv) {
-  const flags = parseFlags(argv, {
+  const flags = benchOptions(argv, {
+    strings: ['skews', 'nodes', 'redis', 'jobs', 'seconds', 'warmup', 'settle', 'body-ms', 'log-level', 'package', 'json-out'],
     booleans: ['no-build', 'keep'],
     usage: 'usage: node bench/clock-skew.mjs [--skews +1.5s,-1.5s,0] [--nodes N] [--redis 3] [--jobs 5] [--seconds 60]\n' +
       '       [--warmup 5] [--settle 4] [--body-ms 300] [--log-level info] [--no-build | --package DIR] [--keep] [--json-out FILE]\n',
@@ -143,11 +144,6 @@ export default {
 const OFFSET_MSG = /^clock offset to the store measured/;
 const WARN_MSG = /clock is .* the store's/;
 
-function countBy(values) {
-  const out = {};
-  for (const v of values) out[v] = (out[v] ?? 0) + 1;
-  return out;
-}
 
 const pick = (s) => ({ count: s.count, min: s.min, p50: s.p50, p99: s.p99, max: s.max });
 
@@ -353,31 +349,23 @@ async function main() {
   let nodes = [];
   try {
     // Workspace: jobs, logs, side effects.
-    const dir = mkdtempSync(join(tmpdir(), 'bench-clock-skew-'));
-    cleanups.push(() => (opts.keep ? note(`kept ${dir}`) : rmSync(dir, { recursive: true, force: true })));
-    const jobsDir = join(dir, 'jobs');
-    const logsDir = join(dir, 'logs');
-    const effectsFile = join(dir, 'effects.jsonl');
-    mkdirSync(jobsDir);
-    mkdirSync(logsDir);
-    writeFileSync(effectsFile, '');
+    const ws = new Workspace('bench-clock-skew-');
+    const dir = ws.dir;
+    cleanups.push(() => (opts.keep ? note(`kept ${dir}`) : ws.cleanup()));
     const jobs = Array.from({ length: opts.jobs }, (_, i) => `skew${String(i + 1).padStart(2, '0')}`);
-    for (const j of jobs) writeFileSync(join(jobsDir, `${j}.mjs`), jobSource(opts.bodyMs));
+    for (const j of jobs) ws.writeJob(`${j}.mjs`, jobSource(opts.bodyMs));
 
     // Private database (root on loopback), dropped at the end.
-    const adminUrl = process.env.BENCH_MYSQL_ADMIN ?? 'mysql://root@127.0.0.1:3306/';
-    const admin = await adminConnection(adminUrl);
-    cleanups.push(() => admin.end());
     const tag = randomTag();
-    const db = `cron_bench_skew_${tag}`;
-    await admin.query(`CREATE DATABASE \`${db}\``);
+    const store = await createMariaDb('cron_bench_skew', { adminUrl: BENCH_MARIADB_ADMIN });
+    const db = store.name;
     cleanups.push(async () => {
-      await admin.query(`DROP DATABASE IF EXISTS \`${db}\``);
+      await store.drop();
       note(`dropped ${db}`);
     });
+    const admin = await adminConnection();
+    cleanups.push(() => admin.end());
     summary.db = db;
-    const storeUrl = new URL(adminUrl);
-    storeUrl.pathname = `/${db}`;
 
     const redis = opts.redis ? await startRedisServers(opts.redis) : [];
     cleanups.push(() => Promise.all(redis.map((r) => r.cleanup())));
@@ -388,16 +376,16 @@ async function main() {
       const nodeId = `n${i + 1}`;
       const faketime = skewMs === 0 ? null : faketimeOffset(skewMs);
       const node = new SchedulerNode({
-        nodeId, cwd: dir, bin, logFile: join(logsDir, `${nodeId}.log`),
+        nodeId, cwd: dir, bin, logFile: join(ws.logsDir, `${nodeId}.log`),
         env: {
-          SCHEDULER_STORE: storeUrl.toString(),
+          SCHEDULER_STORE: store.url,
           SCHEDULER_REDIS: redis.map((r) => r.url).join(','),
           SCHEDULER_REDIS_PREFIX: `bench-skew-${tag}:`,
-          SCHEDULER_JOBS_DIR: jobsDir,
+          SCHEDULER_JOBS_DIR: ws.jobsDir,
           SCHEDULER_LOG_LEVEL: opts.logLevel,
           SCHEDULER_GRACE_PERIOD: '2s',
           SCHEDULER_HTTP: 'off',
-          SIDE_EFFECTS: effectsFile,
+          SIDE_EFFECTS: ws.effectsFile,
           ...(faketime ? { LD_PRELOAD: lib, FAKETIME: faketime, FAKETIME_DONT_FAKE_MONOTONIC: '1', FAKETIME_NO_CACHE: '1' } : {}),
         },
       });
@@ -427,7 +415,7 @@ async function main() {
       heartbeat_at: num(r.heartbeat_at), finished_at: num(r.finished_at), lease_ms: num(r.lease_ms), result: undefined,
     }));
     writeFileSync(join(dir, 'rows.json'), `${JSON.stringify(rows, null, 1)}\n`);
-    const effects = readJsonLines(effectsFile);
+    const effects = ws.effects();
     summary.result = analyse({ opts, nodes, effects, rows, fromMs, toMs, jobs });
   } finally {
     await cleanup();

@@ -19,9 +19,9 @@ import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Sqlite from 'better-sqlite3';
-import { SchedulerNode, fmt, parseFlags, sleep, sourceState, summarise, table } from './lib.mjs';
+import { SchedulerNode, fmt, benchOptions, sleep, sourceState, summarise, table } from './lib.mjs';
 
-const flags = parseFlags(process.argv.slice(2), { booleans: ['keep'], usage: 'usage: node bench/command-latency.mjs [--seconds 60] [--keep]\n' });
+const flags = benchOptions(process.argv.slice(2), { strings: ['seconds'], booleans: ['keep'], usage: 'usage: node bench/command-latency.mjs [--seconds 60] [--keep]\n' });
 const seconds = Number(flags.seconds ?? process.env.BENCH_SECONDS ?? 60);
 if (!Number.isFinite(seconds) || seconds < 4) throw new Error(`--seconds: expected a number of at least 4, got ${flags.seconds}`);
 

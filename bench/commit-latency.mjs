@@ -7,9 +7,10 @@
  *   node bench/commit-latency.mjs [--count 40]   (BENCH_MYSQL_ADMIN=mysql://root@127.0.0.1:3306/)
  */
 import mysql from 'mysql2/promise';
+import { benchOptions } from './lib.mjs';
 
-const countArg = process.argv.indexOf('--count');
-const count = countArg > 0 ? Number(process.argv[countArg + 1]) : 40;
+const flags = benchOptions(process.argv.slice(2), { strings: ['count'], usage: 'usage: node bench/commit-latency.mjs [--count 40]' });
+const count = Number(flags.count ?? 40);
 const admin = process.env.BENCH_MYSQL_ADMIN ?? 'mysql://root@127.0.0.1:3306/';
 const db = `cron_bench_commit_${process.pid}`;
 

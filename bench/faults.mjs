@@ -41,7 +41,7 @@ import { execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import {
-  PROJECT_ROOT, fmt, randomTag, sleep, startRedisServers, summarise, table, parseFlags } from './lib.mjs';
+  PROJECT_ROOT, benchOptions, countBy, fmt, optionError, randomTag, sleep, startRedisServers, summarise, table } from './lib.mjs';
 import {
   Cluster, SniffingProxy, Workspace, createFaultDatabase, duplicates, longJobSource, trivialJobSource, waitFor,
 } from './fault-lib.mjs';
@@ -55,7 +55,9 @@ function parseDuration(s) {
 }
 
 function parseOptions(argv) {
-  const flags = parseFlags(argv, {
+  const flags = benchOptions(argv, {
+    strings: ['goals', 'rounds', 'ttls', 'pause-ttls', 'inflight-ttls', 'inflight-redis', 'partition-ttls', 'nodes', 'redis', 'jobs',
+      'phase-seconds', 'settle', 'warmup', 'log-level', 'json-out'],
     booleans: ['no-build', 'keep'],
     usage: 'usage: node bench/faults.mjs [--goals takeover,pause,pause-inflight,redis,partition] [--rounds 5] [--ttls 2s,5s] [--pause-ttls 2s,5s]\n' +
       '       [--inflight-ttls 5s] [--inflight-redis on|off|on,off] [--partition-ttls 3s]\n' +
@@ -65,18 +67,18 @@ function parseOptions(argv) {
   const num = (flag, dflt, min = 1) => {
     if (flags[flag] === undefined) return dflt;
     const n = Number(flags[flag]);
-    if (!Number.isFinite(n) || n < min) throw new Error(`--${flag}: expected a number >= ${min}, got ${flags[flag]}`);
+    if (!Number.isFinite(n) || n < min) optionError(`--${flag}: expected a number >= ${min}, got ${flags[flag]}`);
     return n;
   };
   const goals = String(flags.goals ?? 'takeover,pause,pause-inflight,redis,partition').split(',').map((s) => s.trim()).filter(Boolean);
-  for (const g of goals) if (!['takeover', 'pause', 'pause-inflight', 'redis', 'partition'].includes(g)) throw new Error(`--goals: unknown goal ${g}`);
+  for (const g of goals) if (!['takeover', 'pause', 'pause-inflight', 'redis', 'partition'].includes(g)) optionError(`--goals: unknown goal ${g}`);
   const ttls = String(flags.ttls ?? '2s,5s').split(',').map(parseDuration);
   const pauseTtls = String(flags['pause-ttls'] ?? flags.ttls ?? '2s,5s').split(',').map(parseDuration);
   const inflightTtls = String(flags['inflight-ttls'] ?? '5s').split(',').map(parseDuration);
   const partitionTtls = String(flags['partition-ttls'] ?? '3s').split(',').map(parseDuration);
   const inflightRedis = String(flags['inflight-redis'] ?? 'on').split(',').map((x) => x.trim());
-  for (const v of inflightRedis) if (!['on', 'off'].includes(v)) throw new Error(`--inflight-redis: expected on, off or on,off, got ${v}`);
-  for (const t of [...ttls, ...pauseTtls, ...inflightTtls, ...partitionTtls]) if (t < 1000) throw new Error('lockTtl must be at least 1s (the job validator refuses less)');
+  for (const v of inflightRedis) if (!['on', 'off'].includes(v)) optionError(`--inflight-redis: expected on, off or on,off, got ${v}`);
+  for (const t of [...ttls, ...pauseTtls, ...inflightTtls, ...partitionTtls]) if (t < 1000) optionError('lockTtl must be at least 1s (the job validator refuses less)');
   return {
     goals, ttls, pauseTtls, inflightTtls, inflightRedis, partitionTtls,
     rounds: num('rounds', 5),
@@ -142,12 +144,15 @@ function everySeconds(ms) {
 const rand = (lo, hi) => Math.round(lo + Math.random() * (hi - lo));
 
 function clusterFor(opts, ctx, name, ws, env = {}, slotEnv = undefined) {
+  // Each process its own node id and log file (logs/<node id>.log of the workspace).
   const cluster = new Cluster(ws, {
     SCHEDULER_STORE: ctx.db.url,
     SCHEDULER_REDIS: ctx.redis.map((r) => r.url).join(','),
     SCHEDULER_REDIS_PREFIX: `bench-faults-${ctx.tag}-${name}:`,
+    SCHEDULER_GRACE_PERIOD: '2s',
+    SCHEDULER_HTTP: 'off',
     ...env,
-  }, { logLevel: opts.logLevel, ...(slotEnv ? { slotEnv } : {}) });
+  }, { logLevel: opts.logLevel, freshIds: true, logFiles: true, ...(slotEnv ? { slotEnv } : {}) });
   resources.clusters.push(cluster);
   return cluster;
 }
@@ -193,7 +198,7 @@ async function takeoverScenario(opts, ctx, ttlMs) {
       round.killDelayMs = rand(ttlMs, 2 * ttlMs);
       await sleep(Math.max(0, first.t + round.killDelayMs - Date.now()));
       if (ws.effects().some((e) => e.key === first.key && e.attempt === 1 && e.ev !== 'start')) throw new Error('attempt 1 ended before the kill');
-      const killedAt = await cluster.kill9(victim);
+      const killedAt = (await victim.kill9()).sentAt;
       deaths.set(first.node, killedAt);
       round.killDelayMs = killedAt - first.t;
       const replacement = cluster.start(victim.slot); // there are 3 nodes again as soon as it is up
@@ -208,7 +213,7 @@ async function takeoverScenario(opts, ctx, ttlMs) {
         round.expiryToAttempt2Ms = second.t - lease.expiry;
       }
       await replacement.waitStarted();
-      round.restartMs = Date.parse(replacement.logLines().find((l) => l.msg === 'scheduler started')?.time) - killedAt;
+      round.restartMs = Date.parse(replacement.logs().find((l) => l.msg === 'scheduler started')?.time) - killedAt;
       await waitFor('attempt 2 to end', () => ws.effects().find((e) => e.key === first.key && e.attempt === 2 && e.ev !== 'start'), laterMs + 30_000, 50);
       round.pass = round.takeoverMs <= ttlMs + 2000 && round.otherNode;
       log(`  round ${r}: ${first.key} on ${first.node}, kill at +${round.killDelayMs}ms -> attempt 2 on ${second.node} after ${round.takeoverMs}ms`);
@@ -218,7 +223,8 @@ async function takeoverScenario(opts, ctx, ttlMs) {
       log(`  round ${r}: ${err.message}`);
     }
   }
-  const stopped = await cluster.stopAll();
+  await cluster.stopAll(20_000);
+  const stopped = cluster.exits();
   const effects = ws.effects();
   const dup = duplicates(effects);
   const runs = await ctx.db.runs('job = ?', [job]);
@@ -316,7 +322,7 @@ async function pauseScenario(opts, ctx, ttlMs, { inFlight = false, redis = true 
       round.reason = abort.reason ?? null;
       round.abortMs = abort.t - resumedAt;
       const node = cluster.byNodeId(first.node);
-      const lost = node?.logLines().find((l) => l.msg === 'lease lost: aborting the run' && l.periodKey === first.key);
+      const lost = node?.logs().find((l) => l.msg === 'lease lost: aborting the run' && l.periodKey === first.key);
       round.leaseLostLogMs = lost ? Date.parse(lost.time) - resumedAt : null;
       await waitFor('attempt 2 to end', () => ws.effects().find((e) => e.key === first.key && e.attempt === 2 && e.ev !== 'start'), laterMs + 30_000, 50);
       await sleep(500); // the paused node's refused outcome write
@@ -332,7 +338,8 @@ async function pauseScenario(opts, ctx, ttlMs, { inFlight = false, redis = true 
       log(`  round ${r}: ${err.message}`);
     }
   }
-  const stopped = await cluster.stopAll();
+  await cluster.stopAll(20_000);
+  const stopped = cluster.exits();
   const effects = ws.effects();
   const dup = duplicates(effects);
   for (const p of proxies.values()) await p.close();
@@ -418,8 +425,8 @@ async function partitionScenario(opts, ctx, ttlMs) {
       // A node that lost its lease writes no outcome for that attempt (it says so at the abort), and
       // does not try once the store answers it again (a refused write would show as REFUSED_OUTCOME).
       await sleep(1000);
-      round.saidNoOutcome = node.logLines().some((l) => NO_OUTCOME.test(String(l.msg)) && l.periodKey === first.key);
-      round.triedOutcome = node.logLines().some((l) => l.msg === REFUSED_OUTCOME && l.periodKey === first.key);
+      round.saidNoOutcome = node.logs().some((l) => NO_OUTCOME.test(String(l.msg)) && l.periodKey === first.key);
+      round.triedOutcome = node.logs().some((l) => l.msg === REFUSED_OUTCOME && l.periodKey === first.key);
       const rows = await ctx.db.runs('period_key = ?', [first.key]);
       round.statuses = rows.map((x) => `${x.attempt}:${x.status}`).join(' ');
       const a1 = rows.find((x) => x.attempt === 1);
@@ -442,7 +449,8 @@ async function partitionScenario(opts, ctx, ttlMs) {
       log(`  round ${r}: ${err.message}`);
     }
   }
-  const stopped = await cluster.stopAll();
+  await cluster.stopAll(20_000);
+  const stopped = cluster.exits();
   const effects = ws.effects();
   const dup = duplicates(effects);
   for (const p of proxies.values()) await p.close();
@@ -520,7 +528,8 @@ async function redisScenario(opts, ctx) {
   const downFrom = Math.ceil((stopAt + opts.settle * 1000) / 1000) * 1000;
   const downTo = downFrom + opts.phaseSeconds * 1000;
   await sleep(downTo - Date.now() + 3000); // late starts of the last periods
-  const stopped = await cluster.stopAll();
+  await cluster.stopAll(20_000);
+  const stopped = cluster.exits();
 
   const effects = ws.effects();
   const up = phaseFigures(effects, jobs, upFrom, upTo);
@@ -552,11 +561,6 @@ async function redisScenario(opts, ctx) {
   };
 }
 
-function countBy(values) {
-  const out = {};
-  for (const v of values) out[v] = (out[v] ?? 0) + 1;
-  return out;
-}
 
 // -------------------------------------------------------------------------------------- report
 

@@ -5,7 +5,7 @@
  *   node bench/fire-latency.mjs [--seconds 40] [--scenarios single,multi,trace] [--nodes 4] [--redis 3]
  *                               [--jobs 5] [--multi-seconds N] [--trace-seconds 30] [--trace-jobs 1]
  *                               [--warmup 3] [--log-level info] [--target 20] [--no-build | --package DIR]
- *                               [--keep] [--json-out FILE] [--node-args "--cpu-prof ..."]
+ *                               [--keep] [--json-out FILE] [--node-args="--cpu-prof ..."]  (a value that starts with - takes the = form)
  *   (each option also as env: BENCH_SECONDS, BENCH_SCENARIOS, BENCH_NODES, BENCH_REDIS, BENCH_JOBS,
  *    BENCH_MULTI_SECONDS, BENCH_TRACE_SECONDS, BENCH_TRACE_JOBS, BENCH_WARMUP, BENCH_LOG_LEVEL,
  *    BENCH_TARGET_P99, BENCH_NO_BUILD=1, BENCH_PACKAGE, BENCH_JSON_OUT, BENCH_NODE_ARGS,
@@ -37,17 +37,18 @@ import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import {
-  PROJECT_ROOT, adminConnection, createBenchDatabase, enableUserstat, fmt, randomTag, readJsonLines, resolvePackage,
-  startSchedulerNodes, cpuTimeMs, sleep, sourceState, startRedisServers, statDelta, summarise, table, tail, userStatistics, parseFlags } from './lib.mjs';
+  PROJECT_ROOT, adminConnection, benchOptions, createBenchDatabase, enableUserstat, fmt, randomTag, readJsonLines, resolvePackage,
+  startSchedulerNodes, cpuTimeMs, sleep, sourceState, startRedisServers, statDelta, summarise, table, tail, userStatistics } from './lib.mjs';
 
 // ------------------------------------------------------------------------------------- options
 
 function parseOptions(argv) {
-  const flags = parseFlags(argv, {
+  const flags = benchOptions(argv, {
+    strings: ['seconds', 'scenarios', 'nodes', 'redis', 'jobs', 'multi-seconds', 'trace-seconds', 'trace-jobs', 'warmup', 'log-level', 'target', 'package', 'json-out', 'node-args'],
     booleans: ['no-build', 'keep'],
     usage: `usage: node bench/fire-latency.mjs [--seconds N] [--scenarios single,multi,trace] [--nodes 4] [--redis 3] [--jobs 5]\n` +
       `       [--multi-seconds N] [--trace-seconds N] [--trace-jobs N] [--warmup 3] [--log-level info] [--target 20]\n` +
-      `       [--no-build | --package DIR] [--keep] [--json-out FILE] [--node-args "..."]\n`,
+      `       [--no-build | --package DIR] [--keep] [--json-out FILE] [--node-args="..."]\n`,
   });
   const env = process.env;
   const num = (flag, envName, dflt) => {

@@ -22,7 +22,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir, cpus, totalmem } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
-import { fmt, parseFlags, sleep, summarise, table, sourceState } from './lib.mjs';
+import { fmt, benchOptions, sleep, summarise, table, sourceState } from './lib.mjs';
 
 const USAGE = `node bench/isolation.mjs [--runs N] [--concurrent N] [--hold MS] [--drift-runs N] [--modes inline,thread,process] [--kinds mjs,ts] [--json]
   --runs        sequential runs per mode and job file for the start latency (default 40; the first 3 are warm-up)
@@ -32,7 +32,7 @@ const USAGE = `node bench/isolation.mjs [--runs N] [--concurrent N] [--hold MS] 
   --json        also print the figures as JSON
 Needs a build (npm run build): it runs dist/.`;
 
-const flags = parseFlags(process.argv.slice(2), { booleans: ['json'], usage: USAGE });
+const flags = benchOptions(process.argv.slice(2), { strings: ['runs', 'concurrent', 'hold', 'drift-runs', 'modes', 'kinds'], booleans: ['json'], usage: USAGE });
 const runs = Number(flags.runs ?? 40);
 const concurrent = Number(flags.concurrent ?? 20);
 const hold = Number(flags.hold ?? 6000);

@@ -1,21 +1,31 @@
 /**
- * Helpers for the benchmarks (plain ESM, no build step): Redis masters on free ports, a private
- * MariaDB database with one MySQL user per node, daemon processes, small statistics.
- * Mirrors test/helpers/redis.ts and test/helpers/databases.ts; never touches the shared Redis on 6379
- * or any database other than the one it creates.
+ * The benchmarks' helpers (plain ESM, no build step). The pieces shared with the tests (Redis masters
+ * on free ports, private databases with per-node users, daemons, workspaces, job sources, the fault
+ * cluster, proxies, statistics) live in test/harness/ and are re-exported here under the names the
+ * bench scripts use; what only benchmarks need (a private build of src/, MariaDB's per-user
+ * statistics, CPU time, options) is below. Never touches the shared Redis on 6379 or any database
+ * other than the ones it creates.
  */
 import { execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { closeSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, readdirSync, rmSync, symlinkSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { Redis } from 'ioredis';
+import { basename, join } from 'node:path';
+import { parseArgs } from 'node:util';
 import mysql from 'mysql2/promise';
+import { BENCH_MARIADB_ADMIN, createMariaDb } from '../test/harness/databases.mjs';
+import { BIN, Daemon, ROOT } from '../test/harness/process.mjs';
 
-export const PROJECT_ROOT = fileURLToPath(new URL('../', import.meta.url));
-export const SCHEDULER_BIN = join(PROJECT_ROOT, 'bin', 'scheduler');
+export { BENCH_MARIADB_ADMIN, createMariaDb, createPostgresDb } from '../test/harness/databases.mjs';
+export { Daemon, cleanEnv, exited, freePort, procState, randomTag, readJsonLines, runCli, sleep, tail, waitFor } from '../test/harness/process.mjs';
+export { StoreProxy } from '../test/harness/proxy.mjs';
+export { RedisServer, redisAnswers, startRedisServers } from '../test/harness/redis.mjs';
+export { countBy, fmt, percentile, summarise, table } from '../test/harness/stats.mjs';
+export { Workspace } from '../test/harness/workspace.mjs';
+
+export const PROJECT_ROOT = ROOT;
+export const SCHEDULER_BIN = BIN;
 
 /**
  * Compiles src/ into a private copy of the package (dist/, bin/, package.json, node_modules linked),
@@ -50,111 +60,8 @@ export function sourceState() {
   }
 }
 
-export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-export async function freePort() {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.unref();
-    srv.on('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address();
-      srv.close(() => resolve(port));
-    });
-  });
-}
-
-export async function waitFor(what, fn, timeoutMs = 30_000, everyMs = 100) {
-  const until = Date.now() + timeoutMs;
-  let lastErr;
-  for (;;) {
-    try {
-      const v = await fn();
-      if (v !== undefined && v !== false) return v;
-    } catch (err) {
-      lastErr = err;
-    }
-    if (Date.now() > until) throw new Error(`timed out after ${timeoutMs}ms waiting for ${what}${lastErr ? `: ${String(lastErr)}` : ''}`);
-    await sleep(everyMs);
-  }
-}
-
-/** Resolves when the child has exited (at once if it already has). */
-export function exited(proc) {
-  if (proc.exitCode !== null || proc.signalCode !== null) return Promise.resolve();
-  return new Promise((r) => proc.once('exit', r));
-}
-
-// ---------------------------------------------------------------------------------------- Redis
-
-export class RedisServer {
-  constructor(port) {
-    this.port = port;
-    this.dir = mkdtempSync(join(tmpdir(), `bench-redis-${port}-`));
-    this.proc = undefined;
-  }
-
-  get url() {
-    return `redis://127.0.0.1:${this.port}`;
-  }
-
-  async start() {
-    if (this.port === 6379) throw new Error('refusing to start a bench Redis on the shared port 6379');
-    this.proc = spawn('redis-server', ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', this.dir], { stdio: 'ignore' });
-    await waitFor(`redis on ${this.port}`, async () => {
-      const c = new Redis(this.port, '127.0.0.1', { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
-      c.on('error', () => {});
-      try {
-        await c.connect();
-        return (await c.ping()) === 'PONG';
-      } finally {
-        c.disconnect();
-      }
-    });
-  }
-
-  async stop() {
-    const p = this.proc;
-    if (!p) return;
-    if (p.exitCode === null && p.signalCode === null) {
-      const done = exited(p);
-      p.kill('SIGKILL'); // by pid: this process only
-      await done;
-    }
-    this.proc = undefined;
-  }
-
-  async cleanup() {
-    await this.stop();
-    rmSync(this.dir, { recursive: true, force: true });
-  }
-}
-
-export async function startRedisServers(n) {
-  const servers = [];
-  try {
-    for (let i = 0; i < n; i++) {
-      let port = await freePort();
-      while (port === 6379 || servers.some((s) => s.port === port)) port = await freePort();
-      const s = new RedisServer(port);
-      servers.push(s);
-      await s.start();
-    }
-  } catch (err) {
-    await Promise.all(servers.map((s) => s.cleanup()));
-    throw err;
-  }
-  return servers;
-}
-
-// -------------------------------------------------------------------------------------- MariaDB
-
-export function randomTag() {
-  return `${Date.now().toString(36)}${randomBytes(3).toString('hex')}`;
-}
-
 /** Admin connection (root on loopback by default; BENCH_MYSQL_ADMIN overrides). */
-export async function adminConnection(url = process.env.BENCH_MYSQL_ADMIN ?? 'mysql://root@127.0.0.1:3306/') {
+export async function adminConnection(url = BENCH_MARIADB_ADMIN) {
   const u = new URL(url);
   return mysql.createConnection({
     host: u.hostname, port: Number(u.port || 3306), user: decodeURIComponent(u.username || 'root'),
@@ -163,40 +70,15 @@ export async function adminConnection(url = process.env.BENCH_MYSQL_ADMIN ?? 'my
 }
 
 /**
- * A private database and one passwordless MySQL user per node (`'<user>'@'127.0.0.1'`, and
- * `@'localhost'` for servers that resolve names), so that MariaDB's per-user statistics tell the
- * nodes apart. `drop()` removes the users and the database.
+ * A private database `cron_bench_<tag>` and one passwordless MySQL user per node (`cb_<tag>_n1`...),
+ * so that MariaDB's per-user statistics tell the nodes apart; `storeUrl(user)`; `drop()` removes the
+ * users and the database. (`admin` is not used any more: the harness opens its own connection to
+ * BENCH_MYSQL_ADMIN.)
  */
-export async function createBenchDatabase(admin, { tag, nodes }) {
-  const db = `cron_bench_${tag}`;
+export async function createBenchDatabase(_admin, { tag, nodes }) {
   const users = Array.from({ length: nodes }, (_, i) => `cb_${tag}_n${i + 1}`);
-  const hosts = ['127.0.0.1', 'localhost'];
-  await admin.query(`CREATE DATABASE \`${db}\``);
-  const created = [];
-  try {
-    for (const user of users) {
-      for (const host of hosts) {
-        await admin.query('CREATE USER ?@?', [user, host]);
-        created.push([user, host]);
-        await admin.query(`GRANT ALL PRIVILEGES ON \`${db}\`.* TO ?@?`, [user, host]);
-      }
-    }
-  } catch (err) {
-    for (const [user, host] of created) await admin.query('DROP USER IF EXISTS ?@?', [user, host]).catch(() => {});
-    await admin.query(`DROP DATABASE IF EXISTS \`${db}\``).catch(() => {});
-    throw err;
-  }
-  const u = new URL(process.env.BENCH_MYSQL_ADMIN ?? 'mysql://root@127.0.0.1:3306/');
-  const storeUrl = (user) => `mysql://${user}@${u.hostname}:${u.port || 3306}/${db}`;
-  return {
-    db,
-    users,
-    storeUrl,
-    async drop() {
-      for (const user of users) for (const host of hosts) await admin.query('DROP USER IF EXISTS ?@?', [user, host]);
-      await admin.query(`DROP DATABASE IF EXISTS \`${db}\``);
-    },
-  };
+  const db = await createMariaDb('cron_bench', { adminUrl: BENCH_MARIADB_ADMIN, name: `cron_bench_${tag}`, nodeUsers: users });
+  return { db: db.name, users, storeUrl: db.urlFor, drop: db.drop };
 }
 
 export async function globalVariable(admin, name) {
@@ -240,108 +122,25 @@ export function statDelta(a, b) {
 // -------------------------------------------------------------------------------------- daemons
 
 /**
- * One `bin/scheduler run` process. stdout/stderr go to a file (the daemon writes its JSON log lines
- * synchronously, as it would to a file or a pipe drained by a log shipper).
+ * One `bin/scheduler run` process in the benches' form: named by its node id, stdout and stderr to
+ * `logFile`, the caller's environment passed on; stop(killAfterMs) is SIGTERM, then SIGKILL, and
+ * resolves with { code, signal }.
  */
-export class SchedulerNode {
+export class SchedulerNode extends Daemon {
   constructor({ nodeId, env, cwd, logFile, nodeArgs = [], bin = SCHEDULER_BIN }) {
-    this.nodeId = nodeId;
-    this.logFile = logFile;
-    const fd = openSync(logFile, 'a');
-    this.proc = spawn(process.execPath, [...nodeArgs, bin, 'run'], {
-      cwd,
-      env: { ...process.env, ...env, SCHEDULER_NODE_ID: nodeId, SCHEDULER_LOG_FORMAT: 'json' },
-      stdio: ['ignore', fd, fd],
-    });
-    closeSync(fd);
-  }
-
-  get pid() {
-    return this.proc.pid;
+    super([], { cwd, bin, nodeArgs, logFile, inheritEnv: true, env: { ...env, SCHEDULER_NODE_ID: nodeId, SCHEDULER_LOG_FORMAT: 'json' } });
   }
 
   logLines() {
-    if (!existsSync(this.logFile)) return [];
-    return readJsonLines(this.logFile);
+    return this.logs();
   }
 
-  async waitStarted(timeoutMs = 60_000) {
-    const until = Date.now() + timeoutMs;
-    for (;;) {
-      if (this.proc.exitCode !== null || this.proc.signalCode !== null) {
-        throw new Error(`${this.nodeId} exited with ${this.proc.exitCode ?? this.proc.signalCode} before starting: ${tail(this.logFile)}`);
-      }
-      if (this.logLines().some((l) => l.msg === 'scheduler started')) return;
-      if (Date.now() > until) throw new Error(`${this.nodeId} did not start within ${timeoutMs} ms: ${tail(this.logFile)}`);
-      await sleep(50);
-    }
+  stop(killAfterMs = 40_000) {
+    return this.terminate(killAfterMs);
   }
-
-  /** SIGTERM (the daemon's clean stop), then SIGKILL after `killAfterMs`. Only this pid. */
-  async stop(killAfterMs = 40_000) {
-    const p = this.proc;
-    if (p.exitCode !== null || p.signalCode !== null) return { code: p.exitCode, signal: p.signalCode };
-    const done = exited(p);
-    p.kill('SIGTERM');
-    const t = setTimeout(() => p.kill('SIGKILL'), killAfterMs);
-    await done;
-    clearTimeout(t);
-    return { code: p.exitCode, signal: p.signalCode };
-  }
-}
-
-export function readJsonLines(file) {
-  if (!existsSync(file)) return [];
-  const out = [];
-  for (const line of readFileSync(file, 'utf8').split('\n')) {
-    if (!line.trim()) continue;
-    try {
-      out.push(JSON.parse(line));
-    } catch {
-      // a non-JSON line (a stack trace printed by Node itself): ignored here, visible in the file
-    }
-  }
-  return out;
-}
-
-export function tail(file, n = 5) {
-  if (!existsSync(file)) return '';
-  return readFileSync(file, 'utf8').trim().split('\n').slice(-n).join(' | ');
 }
 
 // ----------------------------------------------------------------------------------- statistics
-
-/** Nearest-rank percentile of an ascending array. */
-export function percentile(sorted, p) {
-  if (sorted.length === 0) return NaN;
-  const rank = Math.ceil((p / 100) * sorted.length);
-  return sorted[Math.min(sorted.length - 1, Math.max(0, rank - 1))];
-}
-
-export function summarise(values) {
-  const s = [...values].sort((a, b) => a - b);
-  const sum = s.reduce((a, b) => a + b, 0);
-  return {
-    count: s.length,
-    min: s[0] ?? NaN,
-    p50: percentile(s, 50),
-    p90: percentile(s, 90),
-    p99: percentile(s, 99),
-    max: s[s.length - 1] ?? NaN,
-    mean: s.length ? sum / s.length : NaN,
-  };
-}
-
-export const fmt = (v, digits = 1) => (Number.isFinite(v) ? v.toFixed(digits) : '-');
-
-export function table(rows) {
-  if (rows.length === 0) return '';
-  const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => String(r[i] ?? '').length)));
-  return rows.map((r) => r.map((c, i) => {
-    const s = String(c ?? '');
-    return i === 0 ? s.padEnd(widths[i]) : s.padStart(widths[i]);
-  }).join('  ')).join('\n');
-}
 
 /** CPU time (user + system) of a process in ms, from /proc (Linux); NaN when unavailable. */
 export function cpuTimeMs(pid) {
@@ -355,24 +154,45 @@ export function cpuTimeMs(pid) {
   }
 }
 
+// -------------------------------------------------------------------------------------- options
+
 /**
- * `--name value`, `--name=value` and boolean `--flag`s (those in `booleans`); `--help` prints `usage`
- * and exits. Shared by the bench scripts.
+ * A bench script's options, by node:util parseArgs (strict): `strings` take a value (`--name value`
+ * or `--name=value`; a value that starts with '-' needs the `=` form), `booleans` do not. Unset ones
+ * are undefined (each script keeps its own defaults). `--help` prints `usage` and exits 0; an unknown
+ * option, a missing value or a stray argument prints one line naming it and exits 2.
  */
-export function parseFlags(argv, { booleans = [], usage = '' } = {}) {
-  const flags = {};
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i];
-    if (!a.startsWith('--')) throw new Error(`unexpected argument ${a}`);
-    const [name, inline] = a.slice(2).split('=', 2);
-    if ([...booleans, 'help'].includes(name)) flags[name] = true;
-    else flags[name] = inline ?? argv[++i];
+export function benchOptions(argv, { strings = [], booleans = [], usage = '' } = {}) {
+  const options = { help: { type: 'boolean' } };
+  for (const name of strings) options[name] = { type: 'string' };
+  for (const name of booleans) options[name] = { type: 'boolean' };
+  let values;
+  try {
+    ({ values } = parseArgs({ args: argv, options, strict: true, allowPositionals: false }));
+  } catch (err) {
+    optionError(String(err.message).split(/\.\s|\n/)[0]);
   }
-  if (flags.help) {
+  if (values.help) {
     process.stdout.write(usage.endsWith('\n') ? usage : `${usage}\n`);
     process.exit(0);
   }
-  return flags;
+  return values;
+}
+
+/** One line naming what is wrong with the options (and where the usage is), exit 2. */
+export function optionError(message) {
+  const script = `bench/${basename(process.argv[1] ?? 'script')}`;
+  process.stderr.write(`${script}: ${message} (usage: node ${script} --help)\n`);
+  process.exit(2);
+}
+
+/**
+ * Options declared by their use (the older form; new scripts use benchOptions): every `--name` given
+ * takes a value unless it is in `booleans`. Parsed by parseArgs all the same.
+ */
+export function parseFlags(argv, { booleans = [], usage = '' } = {}) {
+  const strings = argv.filter((a) => a.startsWith('--')).map((a) => a.slice(2).split('=')[0]).filter((n) => n !== 'help' && !booleans.includes(n));
+  return benchOptions(argv, { strings, booleans, usage });
 }
 
 // ------------------------------------------------- pieces shared by fire-latency and throughput

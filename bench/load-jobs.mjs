@@ -16,10 +16,10 @@ import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { PROJECT_ROOT, buildSnapshot, parseFlags, sourceState } from './lib.mjs';
+import { PROJECT_ROOT, buildSnapshot, benchOptions, sourceState } from './lib.mjs';
 
 const USAGE = 'node bench/load-jobs.mjs [--files 1000] [--ts 0.5] [--hung 0] [--load-timeout 2s] [--rounds 5] [--no-daemon] [--no-build | --package DIR]';
-const flags = parseFlags(process.argv.slice(2), { booleans: ['no-daemon', 'no-build'], usage: USAGE });
+const flags = benchOptions(process.argv.slice(2), { strings: ['files', 'ts', 'hung', 'load-timeout', 'rounds', 'package'], booleans: ['no-daemon', 'no-build'], usage: USAGE });
 const files = Number(flags.files ?? 1000);
 const tsShare = Number(flags.ts ?? 0.5);
 const hung = Number(flags.hung ?? 0);

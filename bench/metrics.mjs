@@ -14,10 +14,10 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { loadavg, cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import knexFactory from 'knex';
-import { PROJECT_ROOT, SchedulerNode, fmt, parseFlags, randomTag, sleep, summarise, table, waitFor } from './lib.mjs';
+import { PROJECT_ROOT, SchedulerNode, fmt, benchOptions, randomTag, sleep, summarise, table, waitFor } from './lib.mjs';
 
 const USAGE = 'node bench/metrics.mjs [--jobs 1000] [--scrapes 200] [--stores sqlite,postgres]';
-const flags = parseFlags(process.argv.slice(2), { usage: USAGE });
+const flags = benchOptions(process.argv.slice(2), { strings: ['jobs', 'scrapes', 'stores'], usage: USAGE });
 const jobCount = Number(flags.jobs ?? 1000);
 const scrapes = Number(flags.scrapes ?? 200);
 const stores = String(flags.stores ?? 'sqlite,postgres').split(',');

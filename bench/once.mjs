@@ -12,9 +12,9 @@ import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import pino from 'pino';
-import { adminConnection, buildSnapshot, createBenchDatabase, fmt, parseFlags, randomTag, sourceState, summarise, table } from './lib.mjs';
+import { adminConnection, buildSnapshot, createBenchDatabase, fmt, benchOptions, randomTag, sourceState, summarise, table } from './lib.mjs';
 
-const flags = parseFlags(process.argv.slice(2), { usage: 'node bench/once.mjs [--count 500]' });
+const flags = benchOptions(process.argv.slice(2), { strings: ['count'], usage: 'node bench/once.mjs [--count 500]' });
 const count = Number(flags.count ?? 500);
 
 const root = buildSnapshot();

@@ -24,14 +24,14 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
-  SCHEDULER_BIN, SchedulerNode, buildSnapshot, parseFlags, randomTag, readJsonLines, sleep, sourceState, startRedisServers, summarise, table,
+  SCHEDULER_BIN, SchedulerNode, buildSnapshot, benchOptions, randomTag, readJsonLines, sleep, sourceState, startRedisServers, summarise, table,
 } from './lib.mjs';
 
 const USAGE = 'usage: node bench/pause.mjs [--rounds 10] [--nodes 3] [--jobs 3] [--redis 3] [--store postgres|sqlite] [--no-build | --package DIR] [--keep] [--json-out FILE]\n';
 const BOUND_MS = 1000;
 
 function options(argv) {
-  const flags = parseFlags(argv, { booleans: ['no-build', 'keep'], usage: USAGE });
+  const flags = benchOptions(argv, { strings: ['rounds', 'nodes', 'jobs', 'redis', 'store', 'package', 'json-out'], booleans: ['no-build', 'keep'], usage: USAGE });
   const num = (name, dflt, min = 1) => {
     if (flags[name] === undefined) return dflt;
     const n = Number(flags[name]);

@@ -11,10 +11,10 @@
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { PROJECT_ROOT, SchedulerNode, buildSnapshot, fmt, parseFlags, sleep, sourceState, summarise, waitFor } from './lib.mjs';
+import { PROJECT_ROOT, SchedulerNode, buildSnapshot, fmt, benchOptions, sleep, sourceState, summarise, waitFor } from './lib.mjs';
 
 const USAGE = 'node bench/reload.mjs [--files 200] [--reloads 5] [--no-build | --package DIR]';
-const flags = parseFlags(process.argv.slice(2), { booleans: ['no-build'], usage: USAGE });
+const flags = benchOptions(process.argv.slice(2), { strings: ['files', 'reloads', 'package'], booleans: ['no-build'], usage: USAGE });
 const files = Number(flags.files ?? 200);
 const reloads = Number(flags.reloads ?? 5);
 

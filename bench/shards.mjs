@@ -17,10 +17,10 @@
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import pino from 'pino';
-import { PROJECT_ROOT, adminConnection, createBenchDatabase, fmt, parseFlags, randomTag, sleep, sourceState, startRedisServers, summarise, table } from './lib.mjs';
+import { PROJECT_ROOT, adminConnection, createBenchDatabase, fmt, benchOptions, randomTag, sleep, sourceState, startRedisServers, summarise, table } from './lib.mjs';
 
 const dist = (p) => pathToFileURL(join(PROJECT_ROOT, 'dist', p)).href;
-const flags = parseFlags(process.argv.slice(2), { usage: 'usage: node bench/shards.mjs [--shards 4,100,1000] [--nodes 1,3] [--periods 5]' });
+const flags = benchOptions(process.argv.slice(2), { strings: ['shards', 'nodes', 'periods'], usage: 'usage: node bench/shards.mjs [--shards 4,100,1000] [--nodes 1,3] [--periods 5]' });
 const SHARDS = String(flags.shards ?? '4,100,1000').split(',').map(Number);
 const NODES = String(flags.nodes ?? '1,3').split(',').map(Number);
 const PERIODS = Number(flags.periods ?? 5);

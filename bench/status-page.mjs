@@ -34,7 +34,7 @@ import { createInterface } from 'node:readline';
 import { pathToFileURL } from 'node:url';
 import knexFactory from 'knex';
 import { chromium } from 'playwright-core';
-import { PROJECT_ROOT, SCHEDULER_BIN, exited, fmt, parseFlags, randomTag, sleep, sourceState, summarise, table, waitFor } from './lib.mjs';
+import { PROJECT_ROOT, SCHEDULER_BIN, exited, fmt, benchOptions, randomTag, sleep, sourceState, summarise, table, waitFor } from './lib.mjs';
 
 const USAGE = `usage: npm run build && node bench/status-page.mjs [--store sqlite|postgres] [--jobs 1000] [--rows 100000] [--loads 10] [--target 500]
        node bench/status-page.mjs --url http://host:port [--job NAME] [--loads 10] [--target 500]
@@ -45,7 +45,7 @@ const CHROMIUM = '/usr/bin/chromium';
 const CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'];
 
 function options(argv) {
-  const flags = parseFlags(argv, { usage: USAGE, booleans: ['fixture'] });
+  const flags = benchOptions(argv, { strings: ['store', 'jobs', 'rows', 'loads', 'target', 'url', 'job', 'runs'], usage: USAGE, booleans: ['fixture'] });
   const count = (name, dflt) => {
     if (flags[name] === undefined) return dflt;
     const n = Number(flags[name]);

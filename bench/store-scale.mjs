@@ -37,14 +37,15 @@ import { performance } from 'node:perf_hooks';
 import { createInterface } from 'node:readline';
 import { pathToFileURL } from 'node:url';
 import {
-  PROJECT_ROOT, SCHEDULER_BIN, adminConnection, createBenchDatabase, exited, fmt, globalVariable, randomTag, sleep, sourceState, table, parseFlags } from './lib.mjs';
+  PROJECT_ROOT, SCHEDULER_BIN, adminConnection, createBenchDatabase, exited, fmt, globalVariable, randomTag, sleep, sourceState, table, benchOptions } from './lib.mjs';
 
 const dist = (p) => pathToFileURL(join(PROJECT_ROOT, 'dist', p)).href;
 
 // ------------------------------------------------------------------------------------- options
 
 function parseOptions(argv) {
-  const flags = parseFlags(argv, {
+  const flags = benchOptions(argv, {
+    strings: ['rows', 'store', 'json-out', 'reps', 'warmup', 'startups', 'chunk', 'idle-nodes', 'idle-seconds'],
     booleans: ['keep', 'skip-idle'],
     usage: 'usage: node bench/store-scale.mjs [--rows N] [--store mysql|postgres] [--keep] [--json-out FILE] [--reps 50] [--warmup 5]\n'
       + '       [--startups 5] [--chunk 1000000] [--idle-nodes 1,3,5] [--idle-seconds 30] [--skip-idle]\n',

@@ -3,13 +3,13 @@
 // second, as a node's sweep asks it (the anchor creeping a second at a time). Prints the time of the
 // first sweep (which fills each schedule's kept answers) and the p50/max of the others.
 // Usage: npm run build && node bench/sweep-periods.mjs [--jobs 1000] [--sweeps 30]
-import { parseArgs } from 'node:util';
 import { compileSchedule } from '../dist/time/schedule.js';
 import { periodsToCheck } from '../dist/run/reconcile.js';
+import { benchOptions } from './lib.mjs';
 
-const { values } = parseArgs({ options: { jobs: { type: 'string', default: '1000' }, sweeps: { type: 'string', default: '30' } } });
-const count = Number(values.jobs);
-const sweeps = Number(values.sweeps);
+const flags = benchOptions(process.argv.slice(2), { strings: ['jobs', 'sweeps'], usage: 'usage: npm run build && node bench/sweep-periods.mjs [--jobs 1000] [--sweeps 30]' });
+const count = Number(flags.jobs ?? 1000);
+const sweeps = Number(flags.sweeps ?? 30);
 const jobs = Array.from({ length: count }, (_, i) => ({
   name: `j${i}`, schedule: compileSchedule(`${i % 60} ${i % 60} ${i % 24} 1 1 *`, 'UTC'), catchUpMs: 60_000, shards: 1,
 }));

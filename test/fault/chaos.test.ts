@@ -1,5 +1,5 @@
 /**
- * A seeded chaos soak (bench/chaos-lib.mjs; the long form is bench/chaos.mjs): five real daemons,
+ * A seeded chaos soak (test/harness/chaos.mjs; the long form is bench/chaos.mjs): five real daemons,
  * three Redis masters, MariaDB behind a proxy that can cut it, about 45 s of faults (kill -9 and
  * restart, SIGSTOP past the lease, SIGTERM and restart, Redis masters down, the store cut; the plan
  * has each of these kinds at least once: planFaults' everyKind) from a PRNG seeded by CHAOS_SEED
@@ -11,7 +11,7 @@
  * CHAOS_SEED=<seed> npx vitest run test/fault/chaos.test.ts (or node bench/chaos.mjs --seed <seed>).
  */
 import { describe, expect, it } from 'vitest';
-import { resolveSeed, runChaos, type ChaosFault } from '../../bench/chaos-lib.mjs';
+import { resolveSeed, runChaos, type ChaosFault } from '../harness/chaos.mjs';
 import { BIN } from '../helpers/cli.js';
 
 const seconds = Number(process.env.CHAOS_SECONDS ?? 45);

@@ -1,10 +1,10 @@
 /**
- * The chaos soak's judge (bench/chaos-lib.mjs `analyse`) on a hand-made history: a body's end record
+ * The chaos soak's judge (test/harness/chaos.mjs `analyse`) on a hand-made history: a body's end record
  * whose row ended abandoned is a violation, unless its node logged that it gave that outcome up at
  * the shutdown's deadline (stopped while the store was away: the README's known limit).
  */
 import { describe, expect, it } from 'vitest';
-import { analyse, CHAOS_JOBS, outcomesGivenUp, planFaults } from '../../bench/chaos-lib.mjs';
+import { analyse, CHAOS_JOBS, outcomesGivenUp, planFaults } from '../harness/chaos.mjs';
 
 const t = Date.parse('2026-12-01T16:11:55.000Z');
 const key = 'slow@2026-12-01T16:11:55.000Z';

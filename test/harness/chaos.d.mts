@@ -1,4 +1,4 @@
-/** Types of bench/chaos-lib.mjs, for test/fault/chaos.test.ts. */
+/** Types of test/harness/chaos.mjs, for test/fault/chaos.test.ts and test/unit/chaos-analysis.test.ts. */
 export interface ChaosFault {
   at: number;
   kind: 'kill9' | 'pause' | 'term' | 'redis' | 'store';

@@ -17,14 +17,16 @@
  *
  * Never touches the shared Redis on 6379 or any database other than the one it creates.
  */
-import { spawn } from 'node:child_process';
-import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer, Socket, connect } from 'node:net';
-import { tmpdir } from 'node:os';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import {
-  SCHEDULER_BIN, adminConnection, exited, randomTag, readJsonLines, sleep, startRedisServers, table, tail, waitFor,
-} from './lib.mjs';
+import { BENCH_MARIADB_ADMIN, createMariaDb } from './databases.mjs';
+import { byPeriod } from './effects.mjs';
+import { definitionFields } from './job-sources.mjs';
+import { BIN, Daemon, exited, procState, randomTag, readJsonLines, runCli, sleep, tail, waitFor } from './process.mjs';
+import { StoreProxy, accepts } from './proxy.mjs';
+import { redisAnswers, startRedisServers } from './redis.mjs';
+import { countBy, table } from './stats.mjs';
+import { Workspace } from './workspace.mjs';
 
 // ------------------------------------------------------------------------------------------ PRNG
 
@@ -96,7 +98,7 @@ export const CHAOS_JOBS = [
  * period key (the same for every attempt of a period, and on a replay).
  */
 export function chaosJobSource(job) {
-  const fields = Object.entries({ name: job.name, ...job.fields }).map(([k, v]) => `  ${k}: ${JSON.stringify(v)},`).join('\n');
+  const fields = definitionFields({ name: job.name, ...job.fields });
   const { minMs, maxMs, failOnAttempt = 0 } = job.body;
   return `import { appendFileSync } from 'node:fs';
 const rec = (o) => appendFileSync(process.env.SIDE_EFFECTS, JSON.stringify({ ...o, t: Date.now() }) + '\\n');
@@ -268,137 +270,6 @@ export function faultLabel(f) {
   return f.kind;
 }
 
-// ------------------------------------------------------------------------------------ the store
-
-/**
- * A TCP proxy in front of the store (as StoreProxy in test/fault/harness.ts): cut() resets every
- * connection and stops listening, restore() listens again on the same port.
- */
-export class StoreProxy {
-  constructor(targetPort, targetHost = '127.0.0.1') {
-    this.targetPort = targetPort;
-    this.targetHost = targetHost;
-    this.sockets = new Set();
-    this.server = undefined;
-    this.port = 0;
-  }
-
-  get isCut() {
-    return this.server === undefined;
-  }
-
-  async start(port = 0) {
-    const server = createServer((client) => {
-      const upstream = new Socket();
-      this.sockets.add(client);
-      this.sockets.add(upstream);
-      const drop = () => {
-        client.destroy();
-        upstream.destroy();
-        this.sockets.delete(client);
-        this.sockets.delete(upstream);
-      };
-      client.on('error', drop).on('close', drop);
-      upstream.on('error', drop).on('close', drop);
-      upstream.connect(this.targetPort, this.targetHost, () => {
-        client.pipe(upstream);
-        upstream.pipe(client);
-      });
-    });
-    await new Promise((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(port, '127.0.0.1', () => resolve());
-    });
-    this.server = server;
-    this.port = server.address().port;
-    return this.port;
-  }
-
-  async cut() {
-    const server = this.server;
-    this.server = undefined;
-    for (const s of this.sockets) s.resetAndDestroy();
-    this.sockets.clear();
-    if (server) await new Promise((resolve) => server.close(() => resolve()));
-  }
-
-  async restore() {
-    if (this.server) return;
-    // The port was ours a moment ago; retry briefly if the kernel has not let go of it yet.
-    await waitFor(`the store proxy to listen on ${this.port} again`, async () => {
-      await this.start(this.port);
-      return true;
-    }, 10_000, 100);
-  }
-
-  async close() {
-    await this.cut();
-  }
-}
-
-/** Whether a TCP connection to the port is accepted (the proxy's cut is real). */
-function accepts(port) {
-  return new Promise((resolve) => {
-    const s = connect(port, '127.0.0.1');
-    const done = (v) => {
-      s.destroy();
-      resolve(v);
-    };
-    s.once('connect', () => done(true));
-    s.once('error', () => done(false));
-    setTimeout(() => done(false), 2000).unref();
-  });
-}
-
-/** Whether a Redis answers PING within a second. */
-async function redisAnswers(port) {
-  const { Redis } = await import('ioredis');
-  const c = new Redis(port, '127.0.0.1', { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null, connectTimeout: 1000, commandTimeout: 1000 });
-  c.on('error', () => {});
-  try {
-    await c.connect();
-    return (await c.ping()) === 'PONG';
-  } catch {
-    return false;
-  } finally {
-    c.disconnect();
-  }
-}
-
-/** The state letter of a process (R, S, T, Z, ...) from /proc, or undefined when it is gone. */
-function procState(pid) {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
-  } catch {
-    return undefined;
-  }
-}
-
-/** Environment without any SCHEDULER_* of the caller, plus `env`. */
-function cleanEnv(env) {
-  const base = {};
-  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('SCHEDULER_') && k !== 'SIDE_EFFECTS') base[k] = v;
-  return { ...base, ...env };
-}
-
-/** `bin/scheduler <args>` to completion. */
-export function runScheduler(bin, args, { cwd, env, timeoutMs = 60_000 }) {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [bin, ...args], { cwd, env: cleanEnv(env), stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => (stdout += d));
-    child.stderr.on('data', (d) => (stderr += d));
-    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
-    child.on('error', reject);
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    });
-  });
-}
-
 // ---------------------------------------------------------------------------------------- nodes
 
 /**
@@ -427,25 +298,23 @@ class ChaosNode {
   spawn() {
     const s = this.soak;
     this.generation += 1;
-    this.logFile = join(s.logsDir, `${this.nodeId}.${this.generation}.log`);
-    const fd = openSync(this.logFile, 'a');
-    const proc = spawn(process.execPath, [s.bin, 'run'], {
-      cwd: s.dir,
-      env: cleanEnv({
+    this.logFile = join(s.ws.logsDir, `${this.nodeId}.${this.generation}.log`);
+    const { proc } = new Daemon([], {
+      bin: s.bin,
+      cwd: s.ws.dir,
+      logFile: this.logFile,
+      env: {
         SCHEDULER_NODE_ID: this.nodeId,
         SCHEDULER_STORE: s.proxyStoreUrl,
         SCHEDULER_REDIS: s.redis.map((r) => r.url).join(','),
         SCHEDULER_REDIS_PREFIX: s.redisPrefix,
-        SCHEDULER_JOBS_DIR: s.jobsDir,
+        SCHEDULER_JOBS_DIR: s.ws.jobsDir,
         SCHEDULER_LOG_LEVEL: s.logLevel,
-        SCHEDULER_LOG_FORMAT: 'json',
         SCHEDULER_GRACE_PERIOD: `${GRACE_MS}ms`,
         SCHEDULER_HTTP: 'off',
-        SIDE_EFFECTS: s.effectsFile,
-      }),
-      stdio: ['ignore', fd, fd],
+        SIDE_EFFECTS: s.ws.effectsFile,
+      },
     });
-    closeSync(fd);
     this.proc = proc;
     this.expectingExit = false;
     const startedAt = Date.now();
@@ -535,7 +404,7 @@ export async function runChaos(options) {
 }
 
 class Soak {
-  constructor({ seconds = 60, seed, bin = SCHEDULER_BIN, log, settleMs = 90_000, keep = false, logLevel = 'info', adminUrl, everyKind = false } = {}) {
+  constructor({ seconds = 60, seed, bin = BIN, log, settleMs = 90_000, keep = false, logLevel = 'info', adminUrl, everyKind = false } = {}) {
     this.seconds = seconds;
     this.everyKind = everyKind;
     this.seed = seed ?? resolveSeed();
@@ -544,7 +413,7 @@ class Soak {
     this.settleMs = settleMs;
     this.keep = keep;
     this.logLevel = logLevel;
-    this.adminUrl = adminUrl ?? process.env.BENCH_MYSQL_ADMIN ?? 'mysql://root@127.0.0.1:3306/';
+    this.adminUrl = adminUrl ?? BENCH_MARIADB_ADMIN;
     this.tag = randomTag();
     this.redisPrefix = `chaos-${this.tag}:`;
     this.nodes = [];
@@ -580,47 +449,34 @@ class Soak {
   }
 
   async setup() {
-    this.dir = mkdtempSync(join(tmpdir(), 'chaos-'));
-    this.jobsDir = join(this.dir, 'jobs');
-    this.logsDir = join(this.dir, 'logs');
-    this.effectsFile = join(this.dir, 'effects.jsonl');
-    mkdirSync(this.jobsDir);
-    mkdirSync(this.logsDir);
-    writeFileSync(this.effectsFile, '');
-    for (const job of CHAOS_JOBS) writeFileSync(join(this.jobsDir, `${job.name}.mjs`), chaosJobSource(job));
+    this.ws = new Workspace('chaos-');
+    for (const job of CHAOS_JOBS) this.ws.writeJob(`${job.name}.mjs`, chaosJobSource(job));
 
-    this.admin = await adminConnection(this.adminUrl);
-    this.dbName = `cron_chaos_${this.tag}`;
-    await this.admin.query(`CREATE DATABASE \`${this.dbName}\``);
-    const u = new URL(this.adminUrl);
-    u.pathname = `/${this.dbName}`;
-    this.storeUrl = u.toString();
+    this.db = await createMariaDb('cron_chaos', { adminUrl: this.adminUrl });
+    const u = new URL(this.db.url);
     this.proxy = new StoreProxy(Number(u.port || 3306), u.hostname);
     await this.proxy.start();
-    const viaProxy = new URL(this.storeUrl);
-    viaProxy.port = String(this.proxy.port);
-    viaProxy.hostname = '127.0.0.1';
-    this.proxyStoreUrl = viaProxy.toString();
+    this.proxyStoreUrl = this.proxy.urlFor(this.db.url);
     this.redis = await startRedisServers(3);
-    this.log(`workspace ${this.dir}; database ${this.dbName} (proxy :${this.proxy.port}); redis ${this.redis.map((r) => r.port).join(', ')}`);
+    this.log(`workspace ${this.ws.dir}; database ${this.db.name} (proxy :${this.proxy.port}); redis ${this.redis.map((r) => r.port).join(', ')}`);
     // The tables exist before the nodes race for them (every node also migrates, under a lock).
-    const m = await runScheduler(this.bin, ['migrate'], { cwd: this.dir, env: this.cliEnv() });
+    const m = await runCli(['migrate'], { bin: this.bin, cwd: this.ws.dir, env: this.cliEnv() });
     if (m.code !== 0) throw new Error(`migrate exited ${m.code}: ${m.stderr}`);
   }
 
   cliEnv() {
-    return { SCHEDULER_STORE: this.storeUrl, SCHEDULER_JOBS_DIR: this.jobsDir, SCHEDULER_LOG_LEVEL: 'warn' };
+    return { SCHEDULER_STORE: this.db.url, SCHEDULER_JOBS_DIR: this.ws.jobsDir, SCHEDULER_LOG_LEVEL: 'warn' };
   }
 
   async history() {
-    const r = await runScheduler(this.bin, ['history', '--json', '--limit', '100000'], { cwd: this.dir, env: this.cliEnv() });
+    const r = await runCli(['history', '--json', '--limit', '100000'], { bin: this.bin, cwd: this.ws.dir, env: this.cliEnv() });
     if (r.code !== 0) throw new Error(`history exited ${r.code}: ${r.stderr.slice(0, 500)}`);
     const parsed = JSON.parse(r.stdout);
     return Array.isArray(parsed) ? parsed : parsed.runs;
   }
 
   effects() {
-    return readJsonLines(this.effectsFile);
+    return this.ws.effects();
   }
 
   node(id) {
@@ -628,6 +484,15 @@ class Soak {
   }
 
   // ------------------------------------------------------------------------------- faults
+
+  /** After `downMs` (less when the fault phase ends), a fresh process in the node's slot. */
+  async restartAfter(n, rec, downMs) {
+    await this.wait(downMs);
+    const info = n.spawn();
+    rec.restartPid = info.pid;
+    rec.restoredAt = Date.now();
+    await n.watchStart();
+  }
 
   async inject(f) {
     const rec = { ...f, label: faultLabel(f), plannedAt: this.phaseStart + f.at, injectedAt: Date.now(), notes: [] };
@@ -645,11 +510,7 @@ class Soak {
           n.signal('SIGKILL');
           await done;
           if (proc.signalCode !== 'SIGKILL') this.harnessProblems.push(`kill -9 of ${f.node} pid ${proc.pid}: exited with ${proc.exitCode ?? proc.signalCode}`);
-          await this.wait(f.downMs);
-          const info = n.spawn();
-          rec.restartPid = info.pid;
-          rec.restoredAt = Date.now();
-          await n.watchStart();
+          await this.restartAfter(n, rec, f.downMs);
           break;
         }
         case 'pause': {
@@ -677,11 +538,7 @@ class Soak {
           rec.exit = r;
           if (r.killed) note(`did not exit within 30 s of SIGTERM: killed`);
           else note(`exit ${r.code ?? r.signal} ${r.ms} ms after SIGTERM`);
-          await this.wait(f.downMs);
-          const info = n.spawn();
-          rec.restartPid = info.pid;
-          rec.restoredAt = Date.now();
-          await n.watchStart();
+          await this.restartAfter(n, rec, f.downMs);
           break;
         }
         case 'redis': {
@@ -813,7 +670,7 @@ class Soak {
     if (this.harnessProblems.length) violations.harness = [...this.harnessProblems];
 
     const summary = this.summarise({ runs, effects, logs, analysis, t0 });
-    const result = { seed: this.seed, seconds: this.seconds, everyKind: this.everyKind, plan, injected: this.injected, summary, violations, workspace: this.dir };
+    const result = { seed: this.seed, seconds: this.seconds, everyKind: this.everyKind, plan, injected: this.injected, summary, violations, workspace: this.ws.dir };
     result.violationCount = Object.values(violations).reduce((s, v) => s + v.length, 0);
     result.report = report(result);
     this.failed = result.violationCount > 0;
@@ -879,12 +736,9 @@ class Soak {
       try { r.proc?.kill('SIGCONT'); } catch { /* gone */ }
       await r.cleanup().catch(() => {});
     }
-    if (this.admin) {
-      if (this.dbName) await this.admin.query(`DROP DATABASE IF EXISTS \`${this.dbName}\``).catch((err) => this.log(`dropping ${this.dbName}: ${err.message}`));
-      await this.admin.end().catch(() => {});
-    }
-    if (this.dir && !this.keep) rmSync(this.dir, { recursive: true, force: true });
-    else if (this.dir) this.log(`kept ${this.dir}`);
+    if (this.db) await this.db.drop().catch((err) => this.log(`dropping ${this.db.name}: ${err.message}`));
+    if (this.ws && !this.keep) this.ws.cleanup();
+    else if (this.ws) this.log(`kept ${this.ws.dir}`);
   }
 }
 
@@ -892,12 +746,6 @@ class Soak {
 
 const FINAL_FAILURE = new Set(['failed', 'timed_out']);
 const SKIP_REASONS = new Set(['overlap', 'coalesced', 'missed']);
-
-function countBy(values) {
-  const out = {};
-  for (const v of values) out[v] = (out[v] ?? 0) + 1;
-  return out;
-}
 
 /**
  * The soak's assertions, from the bodies' records (`effects`) and `history --json` (`runs`):
@@ -928,17 +776,13 @@ export function analyse({ effects, runs, jobs, windowFrom, windowTo, judgedTo, d
   const jobByName = new Map(jobs.map((j) => [j.name, j]));
 
   // Side effects by period and attempt.
-  const eff = new Map();
-  const starts = new Map();
-  for (const e of effects) {
-    const attempts = eff.get(e.key) ?? new Map();
-    eff.set(e.key, attempts);
-    const list = attempts.get(e.attempt) ?? [];
-    list.push(e);
-    attempts.set(e.attempt, list);
-    if (e.ev === 'start') starts.set(`${e.key}#${e.attempt}`, (starts.get(`${e.key}#${e.attempt}`) ?? 0) + 1);
+  const eff = byPeriod(effects);
+  for (const [key, attempts] of eff) {
+    for (const [attempt, list] of attempts) {
+      const n = list.filter((e) => e.ev === 'start').length;
+      if (n > 1) v['duplicate-start'].push(`${key}#${attempt} started ${n} times`);
+    }
   }
-  for (const [k, n] of starts) if (n > 1) v['duplicate-start'].push(`${k} started ${n} times`);
 
   const pausedAt = (pid, t) => pauses.some((p) => p.pid === pid && p.from <= t && t <= p.to + 2000);
   for (const [key, attempts] of eff) {
