@@ -210,6 +210,7 @@ export class Claimer {
     this.inHand.add(key);
     let lease: Lease | null = null;
     let won = false;
+    let settled = false;
     try {
       try {
         lease = await this.lock.tryAcquire(attemptLockKey(key, attempt), ttlMs);
@@ -228,13 +229,18 @@ export class Claimer {
         }
       }
       const result = await claimRow();
+      // The row exists (another's, or ours recorded skipped): nothing will claim this attempt's key
+      // again, so it is left to expire rather than released (no further command for a lost period).
+      settled = result.outcome === 'lost-row' || result.outcome === 'skipped-overlap' || result.outcome === 'skipped-paused';
       if (result.outcome !== 'won') return result;
       won = true;
       return { outcome: 'won', run: result.run, lease, release: () => this.inHand.delete(key), sentAt: result.sentAt };
     } finally {
       if (!won) {
         this.inHand.delete(key);
-        if (lease) await lease.release();
+        // Released when the attempt may be claimed again with the same key (it waits for an overlap
+        // or a pause, or the store failed): this node's own key would otherwise refuse it.
+        if (lease && !settled) await lease.release();
       }
     }
   }

@@ -416,6 +416,16 @@ export class KnexRunStore implements RunStore {
     });
   }
 
+  async jobsWithRowAt(scheduledAt: Date, jobs: string[]): Promise<Set<string>> {
+    const out = new Set<string>();
+    for (let i = 0; i < jobs.length; i += 500) {
+      // Point reads of the unique key's (job, scheduled_at) prefix.
+      const rows = await this.wrap('read period rows', () => this.table().distinct('job').where('scheduled_at', scheduledAt.getTime()).whereIn('job', jobs.slice(i, i + 500)));
+      for (const r of rows as Array<{ job: string }>) out.add(r.job);
+    }
+    return out;
+  }
+
   async rowsInRanges(ranges: PeriodRange[]): Promise<Map<string, Set<number>>> {
     const out = new Map<string, Set<number>>();
     for (let i = 0; i < ranges.length; i += 100) {

@@ -202,6 +202,8 @@ export interface RunStore {
   periodsWithRows(job: string, fromMs: number, toMs: number, shards?: number): Promise<Set<number>>;
   /** The shards of one period that have any row. */
   periodShards(job: string, scheduledAt: Date): Promise<Set<number>>;
+  /** Of `jobs`, those with any row of the period at `scheduledAt` (the step-in check: one statement per 500 jobs). */
+  jobsWithRowAt(scheduledAt: Date, jobs: string[]): Promise<Set<string>>;
   /** periodsWithRows for many ranges in one statement: job -> instants with a row (of each shard). */
   rowsInRanges(ranges: PeriodRange[]): Promise<Map<string, Set<number>>>;
   /** The latest period instant of the job that has a row other than a manual run's, or null. */
