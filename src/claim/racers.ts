@@ -72,6 +72,7 @@ export class Racers {
     private readonly nodeId: string,
     private readonly nodes: Pick<NodeStore, 'list'>,
     private readonly log: Logger,
+    private readonly everyMs = MEMBERSHIP_EVERY_MS,
   ) {
     this.self = nodeSeed(nodeId);
     this.seeds = [this.self];
@@ -92,7 +93,7 @@ export class Racers {
    * that fails keeps the last list (and says so at most every 30 s); never throws.
    */
   refresh(): Promise<void> {
-    if (this.reading || performance.now() - this.lastRead < MEMBERSHIP_EVERY_MS) return this.reading ?? Promise.resolve();
+    if (this.reading || performance.now() - this.lastRead < this.everyMs) return this.reading ?? Promise.resolve();
     this.lastRead = performance.now();
     this.reading = this.nodes.list({ recentMs: NODE_ALIVE_MS }).then((listed) => {
       // Running nodes only: a stopping node claims nothing new, and its share goes to the others at once.
