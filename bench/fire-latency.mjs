@@ -37,8 +37,8 @@ import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import {
-  PROJECT_ROOT, SchedulerNode, adminConnection, createBenchDatabase, fmt, globalVariable, randomTag, readJsonLines,
-  buildSnapshot, cpuTimeMs, sleep, sourceState, startRedisServers, statDelta, summarise, table, tail, userStatistics, parseFlags } from './lib.mjs';
+  PROJECT_ROOT, adminConnection, createBenchDatabase, enableUserstat, fmt, randomTag, readJsonLines, resolvePackage,
+  startSchedulerNodes, cpuTimeMs, sleep, sourceState, startRedisServers, statDelta, summarise, table, tail, userStatistics, parseFlags } from './lib.mjs';
 
 // ------------------------------------------------------------------------------------- options
 
@@ -138,26 +138,14 @@ async function runScenario(env, sc) {
   note(`${sc.name}: database ${db.db}, ${opts.nodes} nodes, ${sc.jobs.length} job(s), ${sc.seconds}s window${sc.trace ? ', traced' : ''}; files in ${dir}`);
   const s0 = await userStatistics(admin, db.users);
   const traceUrl = pathToFileURL(join(PROJECT_ROOT, 'bench', 'trace-preload.mjs')).href;
-  const nodes = db.users.map((user, i) => {
-    const nodeId = `node-${i + 1}`;
-    return new SchedulerNode({
-      nodeId,
-      cwd: dir,
-      logFile: join(outDir, `${nodeId}.log`),
-      nodeArgs: [...opts.nodeArgs, ...(sc.trace ? ['--import', traceUrl] : [])],
-      bin: opts.bin,
-      env: {
-        SCHEDULER_STORE: db.storeUrl(user),
-        SCHEDULER_REDIS: redisUrls.join(','),
-        SCHEDULER_JOBS_DIR: jobsDir,
-        SCHEDULER_REDIS_PREFIX: `cron-bench-${tag}:`,
-        SCHEDULER_LOG_LEVEL: sc.logLevel,
-        SCHEDULER_HTTP: 'off',
-        BENCH_OUT: join(outDir, `${nodeId}.runs.jsonl`),
-        BENCH_TRACE_OUT: join(outDir, `${nodeId}.trace.jsonl`),
-        BENCH_DIST: opts.dist,
-      },
-    });
+  const nodes = startSchedulerNodes({
+    db, redisUrls, jobsDir, cwd: dir, outDir, prefix: `cron-bench-${tag}:`, logLevel: sc.logLevel, bin: opts.bin,
+    nodeArgs: [...opts.nodeArgs, ...(sc.trace ? ['--import', traceUrl] : [])],
+    env: (nodeId) => ({
+      BENCH_OUT: join(outDir, `${nodeId}.runs.jsonl`),
+      BENCH_TRACE_OUT: join(outDir, `${nodeId}.trace.jsonl`),
+      BENCH_DIST: opts.dist,
+    }),
   });
   const stopNodes = async () => Promise.all(nodes.map((n) => n.stop()));
   cleanups.push(stopNodes);
@@ -595,18 +583,11 @@ async function main() {
   const source = sourceState();
   // The daemons run a private build of src/ (immune to rebuilds of dist/ by anyone else meanwhile);
   // --no-build runs the project's dist/ as it is.
-  let packageRoot = PROJECT_ROOT;
-  if (opts.packageDir) {
-    packageRoot = opts.packageDir;
-  } else if (opts.build) {
-    note('compiling src/ into a private build');
-    packageRoot = buildSnapshot();
-    cleanups.push(() => rmSync(packageRoot, { recursive: true, force: true }));
-  } else if (!existsSync(join(PROJECT_ROOT, 'dist', 'cli', 'entry.js'))) {
-    throw new Error('dist/ is missing: run npm run build (or drop --no-build)');
-  }
-  opts.bin = join(packageRoot, 'bin', 'scheduler');
-  opts.dist = join(packageRoot, 'dist');
+  if (opts.build && !opts.packageDir) note('compiling src/ into a private build');
+  const pkg = resolvePackage({ build: opts.build, packageDir: opts.packageDir });
+  cleanups.push(pkg.cleanup);
+  opts.bin = pkg.bin;
+  opts.dist = pkg.dist;
   // The takeover sweep's cadence (one SELECT per node per period of it), read from the compiled daemon.
   const sweepMatch = /SWEEP_EVERY_MS\s*=\s*([0-9_]+)/.exec(readFileSync(join(opts.dist, 'daemon', 'scheduler.js'), 'utf8'));
   opts.sweepEveryMs = sweepMatch ? Number(sweepMatch[1].replace(/_/g, '')) : 0;
@@ -642,15 +623,13 @@ async function main() {
   try {
     admin = await adminConnection();
     cleanups.push(() => admin.end());
-    userstatBefore = await globalVariable(admin, 'userstat');
+    const userstat = await enableUserstat(admin);
+    userstatBefore = userstat.before;
     if (userstatBefore === undefined) throw new Error('this server has no userstat variable (MariaDB needed for per-user statistics)');
-    if (userstatBefore !== 'ON') {
-      await admin.query('SET GLOBAL userstat = 1');
-      cleanups.push(async () => {
-        await admin.query('SET GLOBAL userstat = 0');
-        note('userstat restored to OFF');
-      });
-    }
+    cleanups.push(async () => {
+      await userstat.restore();
+      if (userstatBefore !== 'ON') note('userstat restored to OFF');
+    });
     const redis = await startRedisServers(opts.redis);
     cleanups.push(() => Promise.all(redis.map((s) => s.cleanup())));
     const env = { admin, redisUrls: redis.map((s) => s.url), redisPids: redis.map((s) => s.proc.pid), opts, cleanups };

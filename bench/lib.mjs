@@ -6,7 +6,7 @@
  */
 import { execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { closeSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
+import { closeSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, readdirSync, rmSync, symlinkSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -373,4 +373,151 @@ export function parseFlags(argv, { booleans = [], usage = '' } = {}) {
     process.exit(0);
   }
   return flags;
+}
+
+// ------------------------------------------------- pieces shared by fire-latency and throughput
+
+/**
+ * The package the daemons run: a private build of src/ (default), a build made earlier (`packageDir`,
+ * for before/after comparisons) or the project's dist/ as it is (`build: false`). `cleanup()` removes
+ * a private build.
+ */
+export function resolvePackage({ build = true, packageDir } = {}) {
+  let root = PROJECT_ROOT;
+  let cleanup = () => {};
+  let kind = 'dist/ as found';
+  if (packageDir) {
+    root = packageDir;
+    kind = `prebuilt ${packageDir}`;
+  } else if (build) {
+    root = buildSnapshot();
+    cleanup = () => rmSync(root, { recursive: true, force: true });
+    kind = 'private build of src/';
+  } else if (!existsSync(join(PROJECT_ROOT, 'dist', 'cli', 'entry.js'))) {
+    throw new Error('dist/ is missing: run npm run build (or drop --no-build)');
+  }
+  return { root, bin: join(root, 'bin', 'scheduler'), dist: join(root, 'dist'), kind, cleanup };
+}
+
+/**
+ * Turns MariaDB's per-user statistics on (`SET GLOBAL userstat = 1`) if they are off. Returns what
+ * the variable was (undefined on a server without it: not MariaDB) and `restore()`, which turns it
+ * off again only if this call turned it on.
+ */
+export async function enableUserstat(admin) {
+  const before = await globalVariable(admin, 'userstat');
+  if (before === undefined || before === 'ON') return { before, restore: async () => {} };
+  await admin.query('SET GLOBAL userstat = 1');
+  return { before, restore: async () => { await admin.query('SET GLOBAL userstat = 0'); } };
+}
+
+/**
+ * Starts one `bin/scheduler run` per MySQL user of `db` (node-1, node-2, ...) on the given Redis
+ * masters and jobs folder; `env(nodeId)` adds per-node variables (the bench's own output files).
+ * HTTP is off, logs are JSON lines in `<outDir>/<nodeId>.log`.
+ */
+export function startSchedulerNodes({ db, redisUrls, jobsDir, cwd, outDir, prefix, logLevel = 'info', bin, nodeArgs = [], env = () => ({}) }) {
+  return db.users.map((user, i) => {
+    const nodeId = `node-${i + 1}`;
+    return new SchedulerNode({
+      nodeId,
+      cwd,
+      logFile: join(outDir, `${nodeId}.log`),
+      nodeArgs,
+      bin,
+      env: {
+        SCHEDULER_STORE: db.storeUrl(user),
+        SCHEDULER_REDIS: redisUrls.join(','),
+        SCHEDULER_JOBS_DIR: jobsDir,
+        SCHEDULER_REDIS_PREFIX: prefix,
+        SCHEDULER_LOG_LEVEL: logLevel,
+        SCHEDULER_HTTP: 'off',
+        ...env(nodeId),
+      },
+    });
+  });
+}
+
+/**
+ * Calls per command from `INFO commandstats` (`cmdstat_evalsha` -> `evalsha`). Redis counts the
+ * commands a Lua script runs as well as the EVALSHA that ran it.
+ */
+export async function commandStats(client) {
+  const text = await client.info('commandstats');
+  const calls = new Map();
+  for (const m of text.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) calls.set(m[1], Number(m[2]));
+  return calls;
+}
+
+/** Per-command difference of two commandStats() snapshots (summed over servers when given arrays). */
+export function commandStatsDelta(before, after) {
+  const b = Array.isArray(before) ? before : [before];
+  const a = Array.isArray(after) ? after : [after];
+  const d = new Map();
+  a.forEach((snap, i) => {
+    for (const [cmd, n] of snap) d.set(cmd, (d.get(cmd) ?? 0) + n - (b[i]?.get(cmd) ?? 0));
+  });
+  return d;
+}
+
+/** Pids of the processes whose command name (/proc/<pid>/comm) is one of `names` (Linux). */
+export function pidsByName(...names) {
+  const out = [];
+  let entries = [];
+  try {
+    entries = readdirSync('/proc');
+  } catch {
+    return out;
+  }
+  for (const e of entries) {
+    if (!/^\d+$/.test(e)) continue;
+    try {
+      if (names.includes(readFileSync(`/proc/${e}/comm`, 'utf8').trim())) out.push(Number(e));
+    } catch {
+      // the process ended meanwhile
+    }
+  }
+  return out;
+}
+
+/**
+ * Cleanup steps run last-in first-out, once, also on SIGINT/SIGTERM (then the process exits 130).
+ * `push(fn)` adds a step; `run()` runs them all, reporting failures through `note`; `scope()` gives a
+ * part (one round of a bench) whose `run()` runs only the steps pushed through it, while an interrupt
+ * still runs every step left.
+ */
+export function cleanupStack(note = (s) => process.stderr.write(`${s}\n`)) {
+  const steps = [];
+  let interrupted = false;
+  async function runSteps(list) {
+    while (list.length) {
+      const fn = list.pop();
+      const i = steps.lastIndexOf(fn);
+      if (i >= 0) steps.splice(i, 1);
+      try {
+        await fn();
+      } catch (err) {
+        note(`cleanup: ${err?.message ?? err}`);
+      }
+    }
+  }
+  const onSignal = () => {
+    if (interrupted) return;
+    interrupted = true;
+    note('interrupted: cleaning up');
+    void runSteps(steps).finally(() => process.exit(130));
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+  return {
+    push: (fn) => { steps.push(fn); },
+    run: () => runSteps(steps),
+    scope() {
+      const mine = [];
+      return {
+        push: (fn) => { mine.push(fn); steps.push(fn); },
+        run: () => runSteps(mine),
+      };
+    },
+  };
 }
