@@ -267,6 +267,7 @@ export class Scheduler {
     const { runner } = this.options;
     const advanced: JobState[] = [];
     const late: Job[] = [];
+    let lateMs = 0;
     /** Periods this node steps in for if no row appears (second-ranked), by instant. */
     const stepIn = new Map<number, Job[]>();
     for (const state of this.states) {
@@ -290,10 +291,12 @@ export class Scheduler {
       // others as coalesce says, and records the older ones missed).
       state.cursor = now;
       state.next = nextPeriodAfter(job.schedule, now);
-      this.options.log.warn({ job: job.name, lateMs: now.getTime() - first.getTime() }, 'timer woke late past several periods: catching up');
+      lateMs = Math.max(lateMs, now.getTime() - first.getTime());
       late.push(job);
     }
     if (late.length > 0) {
+      // One line for the tick, not one per job (a stalled process with 2,000 jobs).
+      this.options.log.warn({ jobs: late.length, ...(late.length === 1 ? { job: late[0]!.name } : { first: late.slice(0, 5).map((j) => j.name) }), lateMs }, 'timer woke late past several periods: catching up');
       this.track(this.options.reconciler.reconcile(late, { upTo: now, now, latestTrigger: 'schedule' })
         .then((r) => { for (const p of r.ran) this.track(p); })
         .catch((err: unknown) => this.options.log.warn({ err: { message: errorMessage(err) } }, 'catch-up after a late timer failed; the sweep tries again')));
