@@ -37,7 +37,7 @@ import { LockUnavailableError, errorMessage } from '../errors.js';
 import type { Job, Trigger } from '../jobs/types.js';
 import type { Logger } from '../log.js';
 import type { InsertResult, JobRecord, JobStore, NewRun, RunRecord, RunStore } from '../store/types.js';
-import { Coalescer } from '../batch/coalescer.js';
+import { batched } from '../batch/coalescer.js';
 import { periodKey } from '../time/schedule.js';
 import type { Lease, LockProvider } from './lock.js';
 
@@ -65,6 +65,9 @@ export interface ClaimRequest {
 
 /** Where the claim reads whether a job is paused (the jobs table). */
 export type PauseSource = Pick<JobStore, 'get'>;
+
+/** Claims per batch of store calls (the store splits larger statements itself). */
+const CLAIMS_PER_BATCH = 1000;
 
 /** Not paused: the answer when there is no source or the claim ignores pauses. */
 const NOT_PAUSED = Promise.resolve(null);
@@ -98,12 +101,12 @@ export class Claimer {
    * reach the store together: their rows in one INSERT, their overlap checks in one read, their
    * pauses in one read, whatever the number of jobs.
    */
-  private readonly inserts = new Coalescer<NewRun, InsertResult>((runs) => this.store.insertRuns(runs));
-  private readonly lives = new Coalescer<{ job: string; leaseMs: number }, RunRecord[]>(async (items) => {
+  private readonly insert = batched<NewRun, InsertResult>(CLAIMS_PER_BATCH, (runs) => this.store.insertRuns(runs));
+  private readonly liveRuns = batched<{ job: string; leaseMs: number }, RunRecord[]>(CLAIMS_PER_BATCH, async (items) => {
     const live = await this.store.liveRunsOf([...new Set(items.map((i) => i.job))], Math.min(...items.map((i) => i.leaseMs)));
     return items.map((i) => live.get(i.job) ?? []);
   });
-  private readonly pauseReads = new Coalescer<string, JobRecord | undefined>(async (names) => {
+  private readonly pauseRead = batched<string, JobRecord | undefined>(CLAIMS_PER_BATCH, async (names) => {
     const rows = await this.pauses!.get([...new Set(names)]);
     return names.map((n) => rows.get(n));
   });
@@ -124,7 +127,7 @@ export class Claimer {
     if (!this.pauses || ignore) return NOT_PAUSED;
     // A read that fails must not fail the claim: it goes out beside the INSERT, which may have won
     // the row already, and a won row with no one running it would wait for its lease to run out.
-    return this.pauseReads.add(job).then((row) => {
+    return this.pauseRead(job).then((row) => {
       return row?.paused ? { reason: row.pausedReason } : null;
     }, (err: unknown) => {
       // Once every 30 s at most: while the store is away every claim meets it, and says so itself.
@@ -155,15 +158,15 @@ export class Claimer {
     return this.guarded(shardKey(key, shard), attempt, job.lockTtlMs, async () => {
       const ttl = job.lockTtlMs;
       if (check === 'wait') {
-        const live = others(await this.lives.add({ job: job.name, leaseMs: ttl }), key, scheduledAt, false, shard);
+        const live = others(await this.liveRuns({ job: job.name, leaseMs: ttl }), key, scheduledAt, false, shard);
         if (live.length > 0) return { outcome: 'blocked-overlap', running: live[0] };
       }
       // The tick's overlap check and the pause go out beside the INSERT (one round trip on the path to
       // the body, not two).
       const sentAt = performance.now();
       const [inserted, live, paused] = await Promise.all([
-        this.inserts.add({ job: job.name, scheduledAt, periodKey: key, attempt, trigger, nodeId: this.nodeId, leaseMs: ttl, shard }),
-        check !== 'none' ? this.lives.add({ job: job.name, leaseMs: ttl }) : Promise.resolve([]),
+        this.insert({ job: job.name, scheduledAt, periodKey: key, attempt, trigger, nodeId: this.nodeId, leaseMs: ttl, shard }),
+        check !== 'none' ? this.liveRuns({ job: job.name, leaseMs: ttl }) : Promise.resolve([]),
         this.pauseOf(job.name, ignorePause),
       ]);
       if (inserted.outcome === 'duplicate') return { outcome: 'lost-row' };
@@ -193,7 +196,7 @@ export class Claimer {
     return this.guarded(shardKey(key, shard), pending.attempt, job.lockTtlMs, async () => {
       const ttl = job.lockTtlMs;
       // A paused job's owed attempt stays pending (no write at all): it runs after `resume`.
-      const [before, pausedBefore] = await Promise.all([skip ? this.lives.add({ job: job.name, leaseMs: ttl }) : Promise.resolve([]), this.pauseOf(job.name, options.ignorePause)]);
+      const [before, pausedBefore] = await Promise.all([skip ? this.liveRuns({ job: job.name, leaseMs: ttl }) : Promise.resolve([]), this.pauseOf(job.name, options.ignorePause)]);
       if (pausedBefore) return { outcome: 'paused', pausedReason: pausedBefore.reason };
       const live = others(before, key, scheduledAt, false, shard);
       if (live.length > 0) return { outcome: 'blocked-overlap', running: live[0] };
@@ -203,7 +206,7 @@ export class Claimer {
       // With overlap 'skip', again after the compare-and-set, beside the overlap check (no extra round
       // trip): a pause that landed meanwhile gives the attempt back.
       const [after, pausedAfter] = skip
-        ? await Promise.all([this.lives.add({ job: job.name, leaseMs: ttl }), this.pauseOf(job.name, options.ignorePause)])
+        ? await Promise.all([this.liveRuns({ job: job.name, leaseMs: ttl }), this.pauseOf(job.name, options.ignorePause)])
         : [[], null];
       if (pausedAfter) {
         await this.store.releasePending(run.id, this.nodeId);

@@ -13,7 +13,7 @@ import Redlock, { ExecutionError, Lock, ResourceLockedError } from 'redlock';
 import { redactUrl } from '../config/redact.js';
 import { errorMessage, LockUnavailableError } from '../errors.js';
 import type { Logger } from '../log.js';
-import { Coalescer } from '../batch/coalescer.js';
+import { batched } from '../batch/coalescer.js';
 import type { Lease, LockProvider, QuorumState } from './lock.js';
 
 export interface RedlockOptions {
@@ -74,7 +74,7 @@ export class RedlockProvider implements LockProvider {
   private readonly urls: string[];
   /** The latest error of each master's connection: what a failed connect() really met. */
   private readonly lastErrors: Array<Error | undefined> = [];
-  private readonly acquirer: Coalescer<{ resource: string; ttlMs: number }, Lease | null | LockUnavailableError>;
+  private readonly acquire: (item: { resource: string; ttlMs: number }) => Promise<Lease | null | LockUnavailableError>;
 
   constructor(options: RedlockOptions) {
     this.urls = options.urls;
@@ -103,7 +103,7 @@ export class RedlockProvider implements LockProvider {
     });
     for (const c of this.clients) c.defineCommand('claimKeys', { lua: CLAIM_SCRIPT });
     this.redlock = new Redlock(this.clients, { retryCount: 0, driftFactor: DRIFT_FACTOR });
-    this.acquirer = new Coalescer((items) => this.acquireBatch(items), CLAIMS_PER_CALL);
+    this.acquire = batched(CLAIMS_PER_CALL, (items) => this.acquireBatch(items));
     // Redlock re-emits client errors during operations; they are counted as votes already.
     this.redlock.on('error', () => {});
   }
@@ -139,7 +139,7 @@ export class RedlockProvider implements LockProvider {
    * of the event loop (a tick's claims) go to each master as one script call (see CLAIM_SCRIPT).
    */
   async tryAcquire(key: string, ttlMs: number): Promise<Lease | null> {
-    const got = await this.acquirer.add({ resource: `${this.prefix}lock:${key}`, ttlMs });
+    const got = await this.acquire({ resource: `${this.prefix}lock:${key}`, ttlMs });
     if (got instanceof Error) throw got;
     return got;
   }

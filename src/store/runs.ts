@@ -7,7 +7,7 @@ import type { StoreConfig } from '../config/config.js';
 import { decideEnd } from '../run/owed.js';
 import { DEFAULT_MAX_RESULT_BYTES, serialiseResult } from '../run/outcome.js';
 import { StoreUnavailableError } from '../errors.js';
-import { Coalescer, type Queued } from './coalesce.js';
+import { Coalescer, type Queued } from '../batch/coalescer.js';
 import { Database, leaseQueryTimeout } from './database.js';
 import { JOBS_TABLE, RUNS_TABLE } from './migrations.js';
 import type {
