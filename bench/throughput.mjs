@@ -5,7 +5,7 @@
  *
  *   node bench/throughput.mjs [--jobs 200,500,1000,2000] [--seconds 40] [--warmup 10] [--grace 5]
  *                             [--nodes 4] [--redis 3] [--sides project,bullmq] [--bullmq-version 6.7.0]
- *                             [--bullmq-workers 4] [--bullmq-concurrency 1000] [--log-level info]
+ *                             [--bullmq-workers 4] [--bullmq-concurrency 1000] [--log-level info] [--node-args "--cpu-prof ..."]
  *                             [--no-build | --package DIR] [--keep] [--json-out FILE]
  *
  * One round per job count, both sides per round (the project first, then BullMQ, same N), each on
@@ -62,7 +62,7 @@ const note = (s) => process.stderr.write(`[throughput] ${s}\n`);
 
 const USAGE = `usage: node bench/throughput.mjs [--jobs 200,500,1000,2000] [--seconds 40] [--warmup 10] [--grace 5]
        [--nodes 4] [--redis 3] [--sides project,bullmq] [--bullmq-version 6.7.0] [--bullmq-workers 4]
-       [--bullmq-concurrency 1000] [--log-level info] [--no-build | --package DIR] [--keep] [--json-out FILE]`;
+       [--bullmq-concurrency 1000] [--log-level info] [--node-args "--cpu-prof ..."] [--no-build | --package DIR] [--keep] [--json-out FILE]`;
 
 function parseOptions(argv) {
   const { values } = parseArgs({
@@ -81,6 +81,7 @@ function parseOptions(argv) {
       'bullmq-workers': { type: 'string', default: '4' },
       'bullmq-concurrency': { type: 'string', default: '1000' },
       'log-level': { type: 'string', default: 'info' },
+      'node-args': { type: 'string', default: '' },
       package: { type: 'string' },
       'no-build': { type: 'boolean', default: false },
       keep: { type: 'boolean', default: false },
@@ -109,6 +110,7 @@ function parseOptions(argv) {
     seconds: int('seconds'), warmup: int('warmup', 0), grace: int('grace', 0),
     nodes: int('nodes'), redis: int('redis', 1),
     bullmqVersion: values['bullmq-version'], bullmqWorkers: int('bullmq-workers'), bullmqConcurrency: int('bullmq-concurrency'),
+    nodeArgs: values['node-args'].split(' ').filter(Boolean),
     logLevel: values['log-level'], packageDir: values.package, build: !values['no-build'], keep: values.keep, jsonOut: values['json-out'],
   };
 }
@@ -317,7 +319,7 @@ async function runProjectRound(env, n) {
     note(`project, ${n} jobs: database ${db.db}, Redis ${redis.map((s) => s.port).join(', ')}, files in ${dir}`);
 
     const nodes = startSchedulerNodes({
-      db, redisUrls: redis.map((s) => s.url), jobsDir, cwd: dir, outDir, prefix: `cron-tput-${tag}:`, logLevel: opts.logLevel, bin: pkg.bin,
+      db, redisUrls: redis.map((s) => s.url), jobsDir, cwd: dir, outDir, prefix: `cron-tput-${tag}:`, logLevel: opts.logLevel, bin: pkg.bin, nodeArgs: opts.nodeArgs,
       env: (nodeId) => ({ BENCH_RUNS_OUT: join(outDir, `${nodeId}.runs.jsonl`) }),
     });
     const stopNodes = () => Promise.all(nodes.map((node) => node.stop()));

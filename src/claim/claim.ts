@@ -36,7 +36,8 @@
 import { LockUnavailableError, errorMessage } from '../errors.js';
 import type { Job, Trigger } from '../jobs/types.js';
 import type { Logger } from '../log.js';
-import type { JobStore, RunRecord, RunStore } from '../store/types.js';
+import type { InsertResult, JobRecord, JobStore, NewRun, RunRecord, RunStore } from '../store/types.js';
+import { batched } from '../batch/coalescer.js';
 import { periodKey } from '../time/schedule.js';
 import type { Lease, LockProvider } from './lock.js';
 
@@ -65,6 +66,9 @@ export interface ClaimRequest {
 /** Where the claim reads whether a job is paused (the jobs table). */
 export type PauseSource = Pick<JobStore, 'get'>;
 
+/** Claims per batch of store calls (the store splits larger statements itself). */
+const CLAIMS_PER_BATCH = 1000;
+
 /** Not paused: the answer when there is no source or the claim ignores pauses. */
 const NOT_PAUSED = Promise.resolve(null);
 
@@ -92,6 +96,20 @@ export class Claimer {
   readonly nodeId: string;
   private lockDown = false;
   private pauseWarnedAt = -Infinity;
+  /**
+   * The claims of one turn of the event loop (a tick's periods, their lock answers arriving together)
+   * reach the store together: their rows in one INSERT, their overlap checks in one read, their
+   * pauses in one read, whatever the number of jobs.
+   */
+  private readonly insert = batched<NewRun, InsertResult>(CLAIMS_PER_BATCH, (runs) => this.store.insertRuns(runs));
+  private readonly liveRuns = batched<{ job: string; leaseMs: number }, RunRecord[]>(CLAIMS_PER_BATCH, async (items) => {
+    const live = await this.store.liveRunsOf([...new Set(items.map((i) => i.job))], Math.min(...items.map((i) => i.leaseMs)));
+    return items.map((i) => live.get(i.job) ?? []);
+  });
+  private readonly pauseRead = batched<string, JobRecord | undefined>(CLAIMS_PER_BATCH, async (names) => {
+    const rows = await this.pauses!.get([...new Set(names)]);
+    return names.map((n) => rows.get(n));
+  });
 
   constructor(
     private readonly store: RunStore,
@@ -109,8 +127,7 @@ export class Claimer {
     if (!this.pauses || ignore) return NOT_PAUSED;
     // A read that fails must not fail the claim: it goes out beside the INSERT, which may have won
     // the row already, and a won row with no one running it would wait for its lease to run out.
-    return this.pauses.get([job]).then((rows) => {
-      const row = rows.get(job);
+    return this.pauseRead(job).then((row) => {
       return row?.paused ? { reason: row.pausedReason } : null;
     }, (err: unknown) => {
       // Once every 30 s at most: while the store is away every claim meets it, and says so itself.
@@ -141,15 +158,15 @@ export class Claimer {
     return this.guarded(shardKey(key, shard), attempt, job.lockTtlMs, async () => {
       const ttl = job.lockTtlMs;
       if (check === 'wait') {
-        const live = others(await this.store.liveRuns(job.name, ttl, shard), key, scheduledAt, false, shard);
+        const live = others(await this.liveRuns({ job: job.name, leaseMs: ttl }), key, scheduledAt, false, shard);
         if (live.length > 0) return { outcome: 'blocked-overlap', running: live[0] };
       }
       // The tick's overlap check and the pause go out beside the INSERT (one round trip on the path to
       // the body, not two).
       const sentAt = performance.now();
       const [inserted, live, paused] = await Promise.all([
-        this.store.insertRun({ job: job.name, scheduledAt, periodKey: key, attempt, trigger, nodeId: this.nodeId, leaseMs: ttl, shard }),
-        check !== 'none' ? this.store.liveRuns(job.name, ttl, shard) : Promise.resolve([]),
+        this.insert({ job: job.name, scheduledAt, periodKey: key, attempt, trigger, nodeId: this.nodeId, leaseMs: ttl, shard }),
+        check !== 'none' ? this.liveRuns({ job: job.name, leaseMs: ttl }) : Promise.resolve([]),
         this.pauseOf(job.name, ignorePause),
       ]);
       if (inserted.outcome === 'duplicate') return { outcome: 'lost-row' };
@@ -179,7 +196,7 @@ export class Claimer {
     return this.guarded(shardKey(key, shard), pending.attempt, job.lockTtlMs, async () => {
       const ttl = job.lockTtlMs;
       // A paused job's owed attempt stays pending (no write at all): it runs after `resume`.
-      const [before, pausedBefore] = await Promise.all([skip ? this.store.liveRuns(job.name, ttl, shard) : Promise.resolve([]), this.pauseOf(job.name, options.ignorePause)]);
+      const [before, pausedBefore] = await Promise.all([skip ? this.liveRuns({ job: job.name, leaseMs: ttl }) : Promise.resolve([]), this.pauseOf(job.name, options.ignorePause)]);
       if (pausedBefore) return { outcome: 'paused', pausedReason: pausedBefore.reason };
       const live = others(before, key, scheduledAt, false, shard);
       if (live.length > 0) return { outcome: 'blocked-overlap', running: live[0] };
@@ -189,7 +206,7 @@ export class Claimer {
       // With overlap 'skip', again after the compare-and-set, beside the overlap check (no extra round
       // trip): a pause that landed meanwhile gives the attempt back.
       const [after, pausedAfter] = skip
-        ? await Promise.all([this.store.liveRuns(job.name, ttl, shard), this.pauseOf(job.name, options.ignorePause)])
+        ? await Promise.all([this.liveRuns({ job: job.name, leaseMs: ttl }), this.pauseOf(job.name, options.ignorePause)])
         : [[], null];
       if (pausedAfter) {
         await this.store.releasePending(run.id, this.nodeId);
@@ -210,6 +227,7 @@ export class Claimer {
     this.inHand.add(key);
     let lease: Lease | null = null;
     let won = false;
+    let settled = false;
     try {
       try {
         lease = await this.lock.tryAcquire(attemptLockKey(key, attempt), ttlMs);
@@ -228,13 +246,18 @@ export class Claimer {
         }
       }
       const result = await claimRow();
+      // The row exists (another's, or ours recorded skipped): nothing will claim this attempt's key
+      // again, so it is left to expire rather than released (no further command for a lost period).
+      settled = result.outcome === 'lost-row' || result.outcome === 'skipped-overlap' || result.outcome === 'skipped-paused';
       if (result.outcome !== 'won') return result;
       won = true;
       return { outcome: 'won', run: result.run, lease, release: () => this.inHand.delete(key), sentAt: result.sentAt };
     } finally {
       if (!won) {
         this.inHand.delete(key);
-        if (lease) await lease.release();
+        // Released when the attempt may be claimed again with the same key (it waits for an overlap
+        // or a pause, or the store failed): this node's own key would otherwise refuse it.
+        if (lease && !settled) await lease.release();
       }
     }
   }

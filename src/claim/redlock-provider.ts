@@ -1,14 +1,19 @@
 /**
- * Redlock over independent Redis masters (quorum = majority). One attempt per call: a tick is a race
- * and its losers stop at once, except after a split vote (no racer reached a majority), which is
- * tried again after a short random pause so that a period is never left to nobody. Explicit acquire/extend/release, no `using()` (see the
- * engineering notes for its auto-extension traps).
+ * Redlock over independent Redis masters (quorum = majority). One attempt per key: a tick is a race
+ * and its losers stop at once. The lock requests of one turn of the event loop (every period of a
+ * tick) go to each master as one script call, and each key is decided from those replies alone: won,
+ * lost to a holder on a majority, unreachable, or a split vote (no racer reached a majority), which
+ * is left to the run row at once, so that a period is never left to nobody and nobody reads keys
+ * back. Extensions and re-acquisitions go through redlock. Explicit acquire/extend/release, no
+ * `using()` (see the engineering notes for its auto-extension traps).
  */
+import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
-import Redlock, { ExecutionError, ResourceLockedError, type Lock } from 'redlock';
+import Redlock, { ExecutionError, Lock, ResourceLockedError } from 'redlock';
 import { redactUrl } from '../config/redact.js';
 import { errorMessage, LockUnavailableError } from '../errors.js';
 import type { Logger } from '../log.js';
+import { batched } from '../batch/coalescer.js';
 import type { Lease, LockProvider, QuorumState } from './lock.js';
 
 export interface RedlockOptions {
@@ -22,8 +27,29 @@ export interface RedlockOptions {
 /** A master's answer that means "wrong credentials", not "not there". */
 const REFUSED_CREDENTIALS = /WRONGPASS|NOAUTH|invalid password|invalid username|ERR AUTH|NOPERM/i;
 
-/** How many split votes in a row before the claim falls back to the row alone. */
-const SPLIT_VOTE_ROUNDS = 3;
+/** Redlock's allowance for clock drift between masters, as a fraction of the TTL. */
+const DRIFT_FACTOR = 0.01;
+
+/**
+ * Sets each key (KEYS) to the batch's value (ARGV[1]) with its own TTL (ARGV[1 + i]) unless it is
+ * set: 1 for a key set, the holder's value for a key held. One SET per free key, one SET and one GET
+ * per held one; atomic per master, so the GET sees the value that refused the SET.
+ */
+const CLAIM_SCRIPT = `
+local out = {}
+for i, key in ipairs(KEYS) do
+  if redis.call('SET', key, ARGV[1], 'NX', 'PX', ARGV[i + 1]) then
+    out[i] = 1
+  else
+    out[i] = redis.call('GET', key) or 0
+  end
+end
+return out`;
+
+/** Lock requests sent to each master in one script call, at most. */
+const CLAIMS_PER_CALL = 500;
+
+type ClaimCommand = { claimKeys(numKeys: number, ...args: string[]): Promise<Array<number | string>> };
 
 type Votes = { locked: number; failed: number; quorum: number };
 
@@ -48,6 +74,7 @@ export class RedlockProvider implements LockProvider {
   private readonly urls: string[];
   /** The latest error of each master's connection: what a failed connect() really met. */
   private readonly lastErrors: Array<Error | undefined> = [];
+  private readonly acquire: (item: { resource: string; ttlMs: number }) => Promise<Lease | null | LockUnavailableError>;
 
   constructor(options: RedlockOptions) {
     this.urls = options.urls;
@@ -74,7 +101,9 @@ export class RedlockProvider implements LockProvider {
       });
       return client;
     });
-    this.redlock = new Redlock(this.clients, { retryCount: 0, driftFactor: 0.01 });
+    for (const c of this.clients) c.defineCommand('claimKeys', { lua: CLAIM_SCRIPT });
+    this.redlock = new Redlock(this.clients, { retryCount: 0, driftFactor: DRIFT_FACTOR });
+    this.acquire = batched(CLAIMS_PER_CALL, (items) => this.acquireBatch(items));
     // Redlock re-emits client errors during operations; they are counted as votes already.
     this.redlock.on('error', () => {});
   }
@@ -105,34 +134,56 @@ export class RedlockProvider implements LockProvider {
     return up >= quorum ? 'degraded' : 'down';
   }
 
+  /**
+   * The lease on `key`, or null when another holder has it on a majority. Requests made in one turn
+   * of the event loop (a tick's claims) go to each master as one script call (see CLAIM_SCRIPT).
+   */
   async tryAcquire(key: string, ttlMs: number): Promise<Lease | null> {
-    const resource = `${this.prefix}lock:${key}`;
-    for (let round = 1; ; round++) {
-      let lock: Lock;
-      try {
-        lock = await this.redlock.acquire([resource], ttlMs);
-        return this.lease(resource, lock);
-      } catch (err) {
-        if (!(err instanceof ExecutionError)) throw new LockUnavailableError(`redlock: ${errorMessage(err)}`, { cause: err });
-        const votes = await countVotes(err);
-        if (votes.locked === 0) {
-          throw new LockUnavailableError(`Redis quorum unreachable for ${resource}: ${votes.failed} masters failed, ${votes.quorum} needed`, { cause: err });
-        }
-        // "Held" on some masters: lost to a real winner only if one holder has a majority. Otherwise
-        // it was a split vote (each racer got a minority and released it), and a split must not leave
-        // the period to nobody: try again after a short random pause.
-        if (await this.heldByMajority(resource, votes.quorum)) return null;
-        if (round >= SPLIT_VOTE_ROUNDS) {
-          throw new LockUnavailableError(`no Redlock majority for ${resource} after ${round} split votes`, { cause: err, splitVote: true });
-        }
-        await new Promise((r) => setTimeout(r, 5 + Math.floor(Math.random() * 25)));
-      }
-    }
+    const got = await this.acquire({ resource: `${this.prefix}lock:${key}`, ttlMs });
+    if (got instanceof Error) throw got;
+    return got;
   }
 
-  /** True when one lock value is set on at least `quorum` masters. */
-  private async heldByMajority(resource: string, quorum: number): Promise<boolean> {
-    return (await this.majorityValue(resource, quorum)) !== null;
+  /**
+   * One script call per master for a batch of keys. Each key is decided from the replies alone: set
+   * by this batch on a majority (won, a Lease), held by one other value on a majority (lost: null,
+   * and nothing more is sent for it), no answer from enough masters (LockUnavailableError), or a
+   * split vote (no value on a majority: LockUnavailableError with splitVote, and the run row decides
+   * at once). Nothing is released after a lost or split race: a minority key guards nothing and
+   * expires by itself, so a loser sends no further command for the period.
+   */
+  private async acquireBatch(items: Array<{ resource: string; ttlMs: number }>): Promise<Array<Lease | null | LockUnavailableError>> {
+    const value = randomBytes(16).toString('hex');
+    const start = Date.now();
+    const keys = items.map((i) => i.resource);
+    const ttls = items.map((i) => String(i.ttlMs));
+    const replies = await Promise.all(this.clients.map((c) => (c as unknown as ClaimCommand).claimKeys(keys.length, ...keys, value, ...ttls)
+      .then((r) => r, (err: unknown) => (err instanceof Error ? err : new Error(String(err))))));
+    const quorum = Math.floor(this.clients.length / 2) + 1;
+    const now = Date.now();
+    return items.map(({ resource, ttlMs }, i) => {
+      let ours = 0;
+      let failed = 0;
+      const others = new Map<string, number>();
+      for (const reply of replies) {
+        if (reply instanceof Error) {
+          failed += 1;
+          continue;
+        }
+        const vote = reply[i];
+        if (vote === 1) ours += 1;
+        else if (typeof vote === 'string') others.set(vote, (others.get(vote) ?? 0) + 1);
+      }
+      // As redlock: the lease is valid for its TTL from the request, less the clock drift allowed.
+      const expiration = start + ttlMs - (Math.round(DRIFT_FACTOR * ttlMs) + 2);
+      if (ours >= quorum && expiration > now) return this.lease(resource, new Lock(this.redlock, [resource], value, [], expiration));
+      for (const n of others.values()) if (n >= quorum) return null;
+      if (others.size === 0) {
+        const why = failed > 0 ? (replies.find((r) => r instanceof Error) as Error).message : 'the lease expired while it was being acquired';
+        return new LockUnavailableError(`Redis quorum unreachable for ${resource}: ${failed} masters failed, ${quorum} needed (${why})`);
+      }
+      return new LockUnavailableError(`no Redlock majority for ${resource} (split vote)`, { splitVote: true });
+    });
   }
 
   /** The lock value set on at least `quorum` masters, or null. */

@@ -11,6 +11,7 @@ import { configFrom, jobsOf, setup, withCommonOptions, type CommonOptions } from
 import { takeHeldSignals } from './signals.js';
 import { EXIT } from './exit.js';
 import { NodeHeartbeat } from '../nodes/heartbeat.js';
+import { Racers } from '../claim/racers.js';
 import { registerNode } from '../nodes/register.js';
 import { terminalOf } from '../log.js';
 import { RunLineObserver } from '../output/terminal.js';
@@ -114,7 +115,8 @@ export function runCommand(program: Command): void {
       // Before the scheduler starts: alerts observe its events (never on the run path).
       const alerts = attachAlerts(config, rt, jobs, log);
       const scheduler = new Scheduler({ jobs, store: rt.store, runner: rt.runner, executor: rt.executor, takeover: rt.takeover, reconciler: rt.reconciler, log, now: () => new Date(rt.clock.now()),
-        events: rt.events, lockState: () => rt.lock.state(), clockReading: () => rt.clock.reading(), onSweep: () => heartbeat.pulse() });
+        events: rt.events, lockState: () => rt.lock.state(), clockReading: () => rt.clock.reading(), onSweep: () => heartbeat.pulse(),
+        racers: new Racers(config.nodeId, rt.nodeStore, log) });
       http.attach({ rt, scheduler, jobs, invalid, listNodes: () => rt.nodeStore.list({ recentMs: 86_400_000 }) });
       await scheduler.start();
       // Off the tick path: its own timer, first a minute after start, then hourly.

@@ -12,7 +12,8 @@ import { errorMessage } from '../errors.js';
 import type { Job } from '../jobs/types.js';
 import type { Logger } from '../log.js';
 import type { RunStore } from '../store/types.js';
-import { nextPeriodAfter } from '../time/schedule.js';
+import { nextPeriodAfter, periodKey } from '../time/schedule.js';
+import { STEP_IN_AFTER_MS, type Racers } from '../claim/racers.js';
 import type { Executor } from '../run/execute.js';
 import type { PeriodRunner } from '../run/period.js';
 import type { Reconciler } from '../run/reconcile.js';
@@ -67,6 +68,8 @@ export interface SchedulerOptions {
   clockReading?: () => { offsetMs: number; rttMs: number };
   /** Called at every sweep, even while the previous one still runs (the node's heartbeat; it must not throw or block). */
   onSweep?: () => void;
+  /** Which periods this node races first, steps in for, or leaves to others (none: it races every period, as a lone node). */
+  racers?: Racers;
 }
 
 /** What the scheduler is doing, for read-only views (status page, /readyz, /api). */
@@ -106,6 +109,8 @@ export class Scheduler {
   private clockOffsetMs = 0;
   /** The longest lockTtl of any job scheduled since start (a removed job's run may still be in flight at shutdown). */
   private longestLockTtlMs = 0;
+  /** Step-in checks armed (see stepIn). */
+  private readonly stepIns = new Set<NodeJS.Timeout>();
 
   constructor(private readonly options: SchedulerOptions) {
     this.now = options.now ?? (() => new Date());
@@ -119,6 +124,7 @@ export class Scheduler {
     const { log, reconciler } = this.options;
     const now = this.now();
     await reconciler.declare(this.states.map((s) => s.job), now, 'next', this.options.jobs.filter((j) => !j.enabled));
+    await this.options.racers?.refresh();
     for (const state of this.states) {
       state.cursor = now;
       state.next = nextPeriodAfter(state.job.schedule, now);
@@ -205,6 +211,7 @@ export class Scheduler {
   private async sweep(): Promise<void> {
     this.observeDependencies();
     this.options.onSweep?.();
+    void this.options.racers?.refresh();
     if (this.sweeping || this.stopped) return;
     this.sweeping = true;
     const { takeover, reconciler, log } = this.options;
@@ -260,6 +267,9 @@ export class Scheduler {
     const { runner } = this.options;
     const advanced: JobState[] = [];
     const late: Job[] = [];
+    let lateMs = 0;
+    /** Periods this node steps in for if no row appears (second-ranked), by instant. */
+    const stepIn = new Map<number, Job[]>();
     for (const state of this.states) {
       if (!state.next || state.next.getTime() > horizon) continue;
       const { job } = state;
@@ -271,7 +281,9 @@ export class Scheduler {
         // The regular case: exactly one period is due (or about to be: its body waits for the instant).
         state.cursor = first;
         state.next = second;
-        this.track(runner.runPeriod(job, first, 'schedule', { notBefore: first }));
+        const rank = this.rankOf(job, first);
+        if (rank === 0) this.track(runner.runPeriod(job, first, 'schedule', { notBefore: first }));
+        else if (rank === 1) (stepIn.get(first.getTime()) ?? stepIn.set(first.getTime(), []).get(first.getTime())!).push(job);
         continue;
       }
       // Woken late past several periods, or past the job's catchUp (a process paused for hours): the
@@ -279,17 +291,52 @@ export class Scheduler {
       // others as coalesce says, and records the older ones missed).
       state.cursor = now;
       state.next = nextPeriodAfter(job.schedule, now);
-      this.options.log.warn({ job: job.name, lateMs: now.getTime() - first.getTime() }, 'timer woke late past several periods: catching up');
+      lateMs = Math.max(lateMs, now.getTime() - first.getTime());
       late.push(job);
     }
     if (late.length > 0) {
+      // One line for the tick, not one per job (a stalled process with 2,000 jobs).
+      this.options.log.warn({ jobs: late.length, ...(late.length === 1 ? { job: late[0]!.name } : { first: late.slice(0, 5).map((j) => j.name) }), lateMs }, 'timer woke late past several periods: catching up');
       this.track(this.options.reconciler.reconcile(late, { upTo: now, now, latestTrigger: 'schedule' })
         .then((r) => { for (const p of r.ran) this.track(p); })
         .catch((err: unknown) => this.options.log.warn({ err: { message: errorMessage(err) } }, 'catch-up after a late timer failed; the sweep tries again')));
     }
+    for (const [at, jobs] of stepIn) this.stepIn(new Date(at), jobs);
     // Off the claim path: the claims above are on the wire already.
     for (const state of advanced) state.afterNext = state.next ? nextPeriodAfter(state.job.schedule, state.next) : null;
     this.arm();
+  }
+
+  /** This node's rank for a period: 0 races it at the tick. A sharded job's shards spread by their own rule: every node races. */
+  private rankOf(job: Job, at: Date): number {
+    const { racers } = this.options;
+    if (!racers || racers.size === 1 || (job.shards ?? 1) > 1) return 0;
+    return racers.rank(periodKey(job.name, at));
+  }
+
+  /**
+   * The second-ranked node's part: STEP_IN_AFTER_MS after the instant, the periods among `jobs` that
+   * have no row yet (their first-ranked node is dead, stopping, or has not claimed them) are claimed
+   * here, late, as the tick would have (one statement for the check). Those both nodes miss are the
+   * reconciling sweep's.
+   */
+  private stepIn(at: Date, jobs: Job[]): void {
+    const timer = setTimeout(() => {
+      this.stepIns.delete(timer);
+      if (this.stopped) return;
+      // A reload meanwhile: the jobs as they are now, removed ones left out.
+      const current = new Map(this.states.map((s) => [s.job.name, s.job]));
+      const names = jobs.map((j) => j.name).filter((n) => current.has(n));
+      this.track(this.options.store.jobsWithRowAt(at, names).then((have) => {
+        const missing = names.filter((n) => !have.has(n));
+        if (missing.length === 0 || this.stopped) return;
+        this.options.log.info({ periods: missing.length, scheduledAt: at.toISOString(), jobs: missing.slice(0, 5) }, 'periods with no row after their instant: claiming them here (their first-ranked node did not)');
+        for (const name of missing) this.track(this.options.runner.runPeriod(current.get(name)!, at, 'schedule'));
+      }, (err: unknown) => {
+        this.options.log.warn({ err: { message: errorMessage(err) } }, 'step-in check failed; the sweep runs the periods nobody claimed');
+      }));
+    }, Math.max(0, at.getTime() + STEP_IN_AFTER_MS - this.now().getTime()));
+    this.stepIns.add(timer);
   }
 
 
@@ -303,6 +350,8 @@ export class Scheduler {
   async stop(graceMs: number): Promise<void> {
     this.stopped = true;
     if (this.timer) clearTimeout(this.timer);
+    for (const t of this.stepIns) clearTimeout(t);
+    this.stepIns.clear();
     if (this.sweeper) clearInterval(this.sweeper);
     if (this.sweepStart) clearTimeout(this.sweepStart);
     const { runner, executor, log } = this.options;

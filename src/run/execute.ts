@@ -232,7 +232,10 @@ export class Executor {
     } finally {
       keeper.stop();
     }
-    if (lease) await lease.release();
+    // The lock key is not released: it names this attempt alone, and whatever the row now says (an
+    // outcome, or a lease the takeover will end), every later claim of the period is another
+    // attempt with a key of its own or is refused by the row. Releasing it would cost a script call
+    // and two commands per master and period; it expires after its lockTtl instead.
     const durationMs = Math.round(ended - started);
     const line = { status: written.status, durationMs, ...(outcome.error ? { error: outcome.error } : {}) };
     if (written.status === 'succeeded') log.info(line, 'run succeeded');
@@ -289,7 +292,7 @@ export class Executor {
     } finally {
       keeper.stop();
     }
-    if (lease) await lease.release();
+    // The lock key is left to expire, as after any attempt (see attempt()).
     if (written.written) {
       log.info({ reason }, 'period skipped: the job was paused while it waited for its jittered start');
       this.events.emit({ type: 'skipped', job: job.name, reason: 'paused', count: 1, first: run.scheduledAt, last: run.scheduledAt });

@@ -158,8 +158,17 @@ export interface RunStore {
   readonly kind: 'sqlite' | 'mysql' | 'postgres';
   /** Creates or upgrades the tables; safe when several nodes call it at once. */
   migrate(): Promise<void>;
-  /** Claims a period's attempt: 'duplicate' when another node (or an earlier call) has it. */
+  /** Claims a period's attempt: 'duplicate' when another node (or an earlier call) has it. insertRuns([run])[0]. */
   insertRun(run: NewRun): Promise<InsertResult>;
+  /**
+   * Claims many attempts (a tick's periods) in one statement per 500 rows (PostgreSQL, SQLite,
+   * MariaDB 10.5+; MySQL, which has no INSERT ... RETURNING: one per row). The results in input
+   * order: 'inserted' with the row as stored (store-clock stamps included), or 'duplicate' (another
+   * node, an earlier call, or an earlier input of this call with the same key has it). Its
+   * statements are bounded by the smallest lease of the batch. A value the store refuses (a NOT NULL
+   * column left empty, a name too long) throws, and nothing of that value's chunk of 500 is inserted.
+   */
+  insertRuns(runs: NewRun[]): Promise<InsertResult[]>;
   /** Records skipped periods; rows that already exist are left as they are. Returns how many were inserted. */
   insertSkipped(runs: SkippedRun[]): Promise<number>;
   /**
@@ -174,6 +183,8 @@ export interface RunStore {
    * period is recorded 'failed'). `policy` null: no retries (the job is unknown). Called again after
    * a try whose answer was lost but which committed, it recognises this node's own outcome in the row
    * and answers `written: true` with the attempt that try owed (nothing is written twice).
+   * Outcomes that owe nothing (succeeded, skipped) of one node, called at about the same moment (one
+   * turn of the event loop), go out as one UPDATE; each caller still gets its own answer or error.
    */
   endAttempt(run: RunRecord, nodeId: string, outcome: RunOutcome, policy: RetryPolicy | null): Promise<EndResult>;
   /**
@@ -190,18 +201,29 @@ export interface RunStore {
   releasePending(runId: string, nodeId: string): Promise<boolean>;
   /** Ends a pending attempt nobody can run (its job is defined on no live node). */
   abandonPending(runId: string, reason: string): Promise<boolean>;
-  /** Refreshes the heartbeat (store clock) of a running attempt; false when it is no longer ours. */
+  /**
+   * Refreshes the heartbeat (store clock) of a running attempt; false when it is no longer ours.
+   * Heartbeats of one node called within one turn of the event loop go out as one UPDATE (bounded by
+   * the smallest of their leases).
+   */
   heartbeat(runId: string, nodeId: string, leaseMs?: number): Promise<boolean>;
   /** Every attempt of one period, oldest first. */
   periodRuns(job: string, scheduledAt: Date, shard?: number): Promise<RunRecord[]>;
   /** The job's runs with status 'running' whose heartbeat is younger than their lease (store clock); of one shard only, when given. */
   liveRuns(job: string, leaseMs?: number, shard?: number): Promise<RunRecord[]>;
+  /**
+   * liveRuns of many jobs in one statement (per 500 jobs), shards included: job -> its live runs
+   * ordered by scheduled_at (then shard, attempt); every job named has an entry, [] when it has none.
+   */
+  liveRunsOf(jobs: string[], leaseMs?: number): Promise<Map<string, RunRecord[]>>;
   /** Running attempts whose heartbeat is older than their lease, by the store's clock, the stalest first. */
   staleRuns(limit?: number): Promise<RunRecord[]>;
   /** Period instants (epoch ms) of the job that have a row (of each of its `shards`, default 1), in [fromMs, toMs]. */
   periodsWithRows(job: string, fromMs: number, toMs: number, shards?: number): Promise<Set<number>>;
   /** The shards of one period that have any row. */
   periodShards(job: string, scheduledAt: Date): Promise<Set<number>>;
+  /** Of `jobs`, those with any row of the period at `scheduledAt` (the step-in check: one statement per 500 jobs). */
+  jobsWithRowAt(scheduledAt: Date, jobs: string[]): Promise<Set<string>>;
   /** periodsWithRows for many ranges in one statement: job -> instants with a row (of each shard). */
   rowsInRanges(ranges: PeriodRange[]): Promise<Map<string, Set<number>>>;
   /** The latest period instant of the job that has a row other than a manual run's, or null. */

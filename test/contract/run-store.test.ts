@@ -17,7 +17,7 @@ import { Database } from '../../src/store/database.js';
 import { KnexRunStore } from '../../src/store/runs.js';
 import { KnexJobStore } from '../../src/store/jobs.js';
 import { MIGRATIONS_TABLE, RUNS_TABLE, migrationSource } from '../../src/store/migrations.js';
-import type { NewRun, RunRecord, RunStore, SkippedRun } from '../../src/store/types.js';
+import type { NewRun, RunOutcome, RunRecord, RunStore, SkippedRun } from '../../src/store/types.js';
 import { createMariaDb, createPostgresDb } from '../helpers/databases.js';
 import { waitFor } from '../helpers/redis.js';
 
@@ -1219,6 +1219,266 @@ export function describeRunStore(backend: Backend): void {
           expect(c1 + c2, `${n} periods`).toBe(n);
           expect(await store.history({ job, limit: 1000 })).toHaveLength(n);
         }
+      });
+    });
+
+    describe('batches: a tick\'s claims, outcomes and heartbeats', () => {
+      /** A store on a pool of its own whose statements are counted (both pools: main and lease keepers'). */
+      async function counted<T>(fn: (runs: KnexRunStore, statements: string[]) => Promise<T>): Promise<T> {
+        const database = await Database.open(db.config);
+        const statements: string[] = [];
+        const listen = (q: { sql: string }) => statements.push(q.sql);
+        database.knex.on('query', listen);
+        if (database.leaseKnex !== database.knex) database.leaseKnex.on('query', listen);
+        try {
+          return await fn(new KnexRunStore(database), statements);
+        } finally {
+          await database.close();
+        }
+      }
+
+      const shuffled = <T>(list: T[]): T[] => list.map((v) => ({ v, k: Math.random() })).sort((a, b) => a.k - b.k).map((x) => x.v);
+      const keyOf = (r: { job: string; scheduledAt: Date; shard?: number; attempt: number }) => `${r.job}|${r.scheduledAt.getTime()}|${r.shard ?? 0}|${r.attempt}`;
+      /** Statements that write or read the runs table (MariaDB reads the table's columns once, for its checks). */
+      const onRuns = (statements: string[]) => statements.filter((s) => !/information_schema/i.test(s));
+
+      it('insertRuns: new and duplicate rows in one call, results in input order, each new row as stored with store-clock stamps; one INSERT per 500 rows', async () => {
+        await counted(async (runs, statements) => {
+          const [a, b] = [`batch-a-${uid()}`, `batch-b-${uid()}`];
+          const wanted: NewRun[] = [];
+          for (let i = 0; i < 300; i++) {
+            wanted.push(newRun(a, new Date(BASE + i * 1000), { shard: i % 2, leaseMs: 20_000 + i }));
+            wanted.push(newRun(b, new Date(BASE + i * 1000), { attempt: 1 + (i % 3), nodeId: 'node-b' }));
+          }
+          // Rows that exist already (another node's claims), and one key asked twice in the call.
+          const existing = [wanted[3]!, wanted[100]!, wanted[599]!];
+          for (const r of existing) await inserted(store, { ...r, nodeId: 'node-x' });
+          const batch = shuffled([...wanted, { ...wanted[10]!, nodeId: 'node-twice' }]);
+          const before = await runs.now();
+          statements.length = 0;
+          const res = await runs.insertRuns(batch);
+          const writes = onRuns(statements);
+          const after = await runs.now();
+          expect(res).toHaveLength(batch.length);
+          // 601 rows: two INSERT statements and nothing else.
+          expect(writes).toHaveLength(2);
+          expect(writes.every((s) => /^insert /i.test(s))).toBe(true);
+          const existingKeys = new Set(existing.map(keyOf));
+          const seen = new Set<string>();
+          for (const [i, run] of batch.entries()) {
+            const key = keyOf(run);
+            const r = res[i]!;
+            if (existingKeys.has(key) || seen.has(key)) {
+              expect(r, key).toEqual({ outcome: 'duplicate' });
+              continue;
+            }
+            seen.add(key);
+            expect(r.outcome, key).toBe('inserted');
+            const got = (r as { run: RunRecord }).run;
+            expect(got).toMatchObject({
+              job: run.job, scheduledAt: run.scheduledAt, periodKey: run.periodKey, shard: run.shard ?? 0, attempt: run.attempt,
+              trigger: run.trigger, nodeId: run.nodeId, leaseMs: run.leaseMs, status: 'running', runAt: null, finishedAt: null,
+            });
+            for (const stamp of [got.startedAt, got.claimedAt!, got.heartbeatAt!]) {
+              expect(stamp.getTime()).toBeGreaterThanOrEqual(before);
+              expect(stamp.getTime()).toBeLessThanOrEqual(after);
+            }
+          }
+          expect(seen.size).toBe(600 - existing.length);
+          // As stored: what the reads return.
+          const stored = new Map([...(await store.history({ job: a, limit: 1000 })), ...(await store.history({ job: b, limit: 1000 }))].map((r) => [r.id, r]));
+          expect(stored.size).toBe(600);
+          for (const r of res) if (r.outcome === 'inserted') expect(stored.get(r.run.id)).toEqual(r.run);
+          for (const r of existing) expect((await store.periodRuns(r.job, r.scheduledAt, r.shard ?? 0)).find((x) => x.attempt === r.attempt)!.nodeId).toBe('node-x');
+          // insertRun is the one-row case; an empty call sends nothing.
+          statements.length = 0;
+          expect(await runs.insertRuns([])).toEqual([]);
+          expect(statements).toEqual([]);
+          expect((await runs.insertRun(wanted[0]!)).outcome).toBe('duplicate');
+        });
+      });
+
+      it('insertRuns: a value the store refuses fails the call and inserts nothing of the batch (no value is cut or emptied, as INSERT IGNORE would)', async () => {
+        const job = `batch-bad-${uid()}`;
+        const good = Array.from({ length: 4 }, (_, i) => newRun(job, new Date(BASE + i * MINUTE)));
+        for (const bad of [{ nodeId: null as unknown as string }, { trigger: undefined as unknown as 'schedule' }, { periodKey: null as unknown as string }]) {
+          const err = await store.insertRuns([...good, newRun(job, new Date(BASE + 9 * MINUTE), bad)]).then(() => null, (e: unknown) => e);
+          expect(err, JSON.stringify(bad)).toBeInstanceOf(Error);
+          expect(err).not.toBeInstanceOf(StoreUnavailableError);
+          expect(await store.history({ job, limit: 100 })).toEqual([]);
+        }
+        // Too long for its column, or out of an INT's range: refused (nothing of the batch written), or
+        // kept whole where the backend does not enforce it (SQLite), never cut or clamped.
+        const long = `${job}-${'x'.repeat(120)}`;
+        const wroteLong = await store.insertRuns([...good, newRun(long, new Date(BASE))]).then(() => true, () => false);
+        expect(await store.history({ job: long.slice(0, 100), limit: 10 })).toEqual([]);
+        if (wroteLong) expect((await store.history({ job: long })).map((r) => r.job)).toEqual([long]);
+        else expect(await store.history({ job, limit: 100 })).toEqual([]);
+        const job2 = `${job}-range`;
+        const wroteBig = await store.insertRuns([newRun(job2, new Date(BASE)), newRun(job2, new Date(BASE + MINUTE), { shard: 2 ** 31 })]).then(() => true, () => false);
+        const rows = await store.history({ job: job2, limit: 10 });
+        if (wroteBig) expect(rows.map((r) => r.shard).sort()).toEqual([0, 2 ** 31]);
+        else expect(rows).toEqual([]);
+        // The store works afterwards.
+        if (!wroteLong) expect((await store.insertRuns(good)).map((r) => r.outcome)).toEqual(['inserted', 'inserted', 'inserted', 'inserted']);
+      });
+
+      it('insertRuns: two stores racing over the same batches (each in its own order): each key inserted exactly once across both', async () => {
+        await withStores(2, db.config, async ([s1, s2]) => {
+          for (const n of [2, 40, 700]) {
+            const job = `batch-race-${n}-${uid()}`;
+            const batch = Array.from({ length: n }, (_, i) => newRun(i % 3 === 0 ? `${job}-x` : job, new Date(BASE + Math.floor(i / 2) * 1000), { attempt: 1 + (i % 2) }));
+            const mine = (node: string) => shuffled(batch).map((r) => ({ ...r, nodeId: node }));
+            const [b1, b2] = [mine('racer-1'), mine('racer-2')];
+            const [r1, r2] = await Promise.all([s1!.insertRuns(b1), s2!.insertRuns(b2)]);
+            const winners = new Map<string, string[]>();
+            for (const [list, res] of [[b1, r1], [b2, r2]] as const) {
+              for (const [i, r] of res.entries()) {
+                if (r.outcome !== 'inserted') continue;
+                winners.set(keyOf(list[i]!), [...(winners.get(keyOf(list[i]!)) ?? []), r.run.nodeId]);
+              }
+            }
+            expect(winners.size, `${n} keys`).toBe(n);
+            expect([...winners.values()].every((w) => w.length === 1)).toBe(true);
+            const rows = [...(await store.history({ job, limit: 1000 })), ...(await store.history({ job: `${job}-x`, limit: 1000 }))];
+            expect(rows).toHaveLength(n);
+            for (const row of rows) expect(winners.get(keyOf(row))).toEqual([row.nodeId]);
+          }
+        });
+      });
+
+      it('liveRunsOf: the live runs of many jobs in one statement, shards included, each ordered by scheduled_at; every job named has an entry', async () => {
+        await counted(async (runs, statements) => {
+          const [a, b, none] = [`lof-a-${uid()}`, `lof-b-${uid()}`, `lof-none-${uid()}`];
+          const s1 = await inserted(runs, newRun(a, new Date(BASE + 2 * MINUTE), { shard: 1, leaseMs: 60_000 }));
+          const s0 = await inserted(runs, newRun(a, new Date(BASE + 2 * MINUTE), { shard: 0, leaseMs: 60_000 }));
+          const first = await inserted(runs, newRun(a, new Date(BASE), { leaseMs: 60_000 }));
+          const done = await inserted(runs, newRun(a, new Date(BASE + 3 * MINUTE), { leaseMs: 60_000 }));
+          await runs.finishRun(done.id, 'node-a', { status: 'succeeded' });
+          await runs.insertSkipped([skipped(a, new Date(BASE + 4 * MINUTE))]);
+          const other = await inserted(runs, newRun(b, new Date(BASE), { leaseMs: 60_000, nodeId: 'node-b' }));
+          // Last, and long enough for the reads below on a loaded machine.
+          const short = await inserted(runs, newRun(a, new Date(BASE + MINUTE), { leaseMs: 2000 }));
+          statements.length = 0;
+          const live = await runs.liveRunsOf([a, b, none], 30_000);
+          expect(statements).toHaveLength(1);
+          expect([...live.keys()].sort()).toEqual([a, b, none].sort());
+          expect(live.get(a)!.map((r) => r.id)).toEqual([first.id, short.id, s0.id, s1.id]);
+          expect(live.get(b)).toEqual([other]);
+          expect(live.get(none)).toEqual([]);
+          // The same rows as liveRuns, job by job (which orders by scheduled_at alone).
+          expect(live.get(a)).toEqual((await runs.liveRuns(a)).sort((x, y) => x.scheduledAt.getTime() - y.scheduledAt.getTime() || x.shard - y.shard));
+          await waitFor('the short lease to run out', async () => !(await runs.liveRunsOf([a])).get(a)!.some((r) => r.id === short.id), 10_000, 50);
+          expect((await runs.liveRunsOf([a, b])).get(a)!.map((r) => r.id)).toEqual([first.id, s0.id, s1.id]);
+          expect(await runs.liveRunsOf([])).toEqual(new Map());
+          for (const r of [first, short, s0, s1]) await runs.finishRun(r.id, 'node-a', { status: 'succeeded' });
+          await runs.finishRun(other.id, 'node-b', { status: 'succeeded' });
+        });
+      });
+
+      it('endAttempt (owing nothing) of many runs at once: ONE UPDATE, each row its own values; a run no longer this node\'s running one is told written: false, the others true', async () => {
+        await counted(async (runs, statements) => {
+          const job = `coal-${uid()}`;
+          const claims = await runs.insertRuns(Array.from({ length: 12 }, (_, i) => newRun(job, new Date(BASE + i * MINUTE))));
+          const all = claims.map((c) => (c as { run: RunRecord }).run);
+          const outcomeOf = (i: number): RunOutcome => (i % 3 === 2
+            ? { status: 'skipped', reason: 'overlap' }
+            : { status: 'succeeded', result: { i }, ...(i % 3 === 1 ? { output: `out ${i}`, bodyMsAgo: { started: 40 + i, ended: 5 } } : {}) });
+          // All running and this node's: one statement.
+          const firstHalf = all.slice(0, 6);
+          statements.length = 0;
+          const ended = await Promise.all(firstHalf.map((r, i) => runs.endAttempt(r, 'node-a', outcomeOf(i), POLICY)));
+          expect(statements).toHaveLength(1);
+          expect(statements[0]).toMatch(/^update /i);
+          expect(ended).toEqual(firstHalf.map((_, i) => ({ written: true, status: outcomeOf(i).status, next: null })));
+          for (const [i, r] of firstHalf.entries()) {
+            const [row] = await runs.periodRuns(job, r.scheduledAt);
+            const o = outcomeOf(i);
+            expect(row, `run ${i}`).toMatchObject({ status: o.status, reason: o.reason ?? null, result: o.result ?? null, output: o.output ?? null, error: null });
+            expect(row!.finishedAt).not.toBeNull();
+            if (o.bodyMsAgo) {
+              expect(row!.durationMs).toBe(35 + i);
+              expect(row!.finishedAt!.getTime() - row!.startedAt.getTime()).toBe(35 + i);
+            } else {
+              expect(row!.startedAt).toEqual(r.startedAt);
+            }
+          }
+          // One ended before by another outcome, one another node's, one twice in the flush: those two
+          // are told false (nothing written), the twice-ended one true twice, the others true.
+          const [gone, theirs, twice, ...rest] = all.slice(6);
+          await runs.finishRun(gone!.id, 'node-a', { status: 'skipped', reason: 'paused' });
+          const goneRow = (await runs.periodRuns(job, gone!.scheduledAt))[0];
+          const calls = [
+            runs.endAttempt(gone!, 'node-a', { status: 'succeeded' }, POLICY),
+            runs.endAttempt(theirs!, 'node-b', { status: 'succeeded' }, POLICY),
+            runs.endAttempt(twice!, 'node-a', { status: 'succeeded', result: 2 }, POLICY),
+            runs.endAttempt(twice!, 'node-a', { status: 'succeeded', result: 2 }, POLICY),
+            ...rest.map((r) => runs.endAttempt(r, 'node-a', { status: 'succeeded', result: r.id }, POLICY)),
+          ];
+          const answers = await Promise.all(calls);
+          expect(answers.map((a) => a.written)).toEqual([false, false, true, true, ...rest.map(() => true)]);
+          expect((await runs.periodRuns(job, gone!.scheduledAt))[0]).toEqual(goneRow);
+          expect((await runs.periodRuns(job, theirs!.scheduledAt))[0]).toMatchObject({ status: 'running', finishedAt: null });
+          expect((await runs.periodRuns(job, twice!.scheduledAt))[0]).toMatchObject({ status: 'succeeded', result: 2 });
+          for (const r of rest) expect((await runs.periodRuns(job, r.scheduledAt))[0]).toMatchObject({ status: 'succeeded', result: r.id });
+          await runs.finishRun(theirs!.id, 'node-a', { status: 'succeeded' });
+        });
+      });
+
+      it('endAttempt coalesced: an outcome the store refuses fails its caller alone (as alone: not "unavailable"), the others are written; its status alone is then written', async () => {
+        const job = `coal-bad-${uid()}`;
+        const all = (await store.insertRuns(Array.from({ length: 6 }, (_, i) => newRun(job, new Date(BASE + i * MINUTE))))).map((c) => (c as { run: RunRecord }).run);
+        // A value each backend refuses: a BIGINT out of range (MySQL strict, PostgreSQL); SQLite
+        // stores any number, and better-sqlite3 refuses to bind an object.
+        const refused: RunOutcome = store.kind === 'sqlite'
+          ? { status: 'succeeded', resultJson: {} as unknown as string }
+          : { status: 'succeeded', bodyMsAgo: { started: 1e300, ended: 0 } };
+        const settled = await Promise.allSettled(all.map((r, i) => store.endAttempt(r, 'node-a', i === 3 ? refused : { status: 'succeeded', result: i }, POLICY)));
+        for (const [i, s] of settled.entries()) {
+          if (i === 3) {
+            expect(s.status).toBe('rejected');
+            expect((s as PromiseRejectedResult).reason).not.toBeInstanceOf(StoreUnavailableError);
+          } else {
+            expect(s, `run ${i}`).toEqual({ status: 'fulfilled', value: { written: true, status: 'succeeded', next: null } });
+            expect((await store.periodRuns(job, all[i]!.scheduledAt))[0]).toMatchObject({ status: 'succeeded', result: i });
+          }
+        }
+        expect((await store.periodRuns(job, all[3]!.scheduledAt))[0]!.status).toBe('running');
+        expect(await store.endAttempt(all[3]!, 'node-a', { status: 'succeeded', error: 'outcome could not be stored' }, POLICY)).toEqual({ written: true, status: 'succeeded', next: null });
+      });
+
+      it('heartbeat of many runs at once: ONE UPDATE; runs no longer this node\'s running ones are told false, the others true and refreshed', async () => {
+        await counted(async (runs, statements) => {
+          const job = `beats-${uid()}`;
+          const all = (await runs.insertRuns(Array.from({ length: 10 }, (_, i) => newRun(job, new Date(BASE + i * MINUTE), { nodeId: i === 8 ? 'node-b' : 'node-a', leaseMs: 30_000 + i }))))
+            .map((c) => (c as { run: RunRecord }).run);
+          const mine = all.filter((r) => r.nodeId === 'node-a');
+          await waitFor('the store clock to move on', async () => (await runs.now()) > all[0]!.heartbeatAt!.getTime() + 20);
+          statements.length = 0;
+          expect(await Promise.all(mine.map((r) => runs.heartbeat(r.id, 'node-a', r.leaseMs)))).toEqual(mine.map(() => true));
+          expect(statements).toHaveLength(1);
+          expect(statements[0]).toMatch(/^update /i);
+          const beaten = await runs.liveRunsOf([job]);
+          for (const r of beaten.get(job)!) {
+            if (r.nodeId === 'node-a') expect(r.heartbeatAt!.getTime()).toBeGreaterThan(all[0]!.heartbeatAt!.getTime());
+            else expect(r.heartbeatAt).toEqual(all[8]!.heartbeatAt);
+          }
+          // One finished, one another node's, one unknown, one beaten twice in the flush.
+          await runs.finishRun(all[0]!.id, 'node-a', { status: 'succeeded' });
+          const answers = await Promise.all([
+            runs.heartbeat(all[0]!.id, 'node-a', 30_000),
+            runs.heartbeat(all[8]!.id, 'node-a', 30_000),
+            runs.heartbeat('987654321', 'node-a', 30_000),
+            runs.heartbeat(all[1]!.id, 'node-a', 30_000),
+            ...mine.slice(1).map((r) => runs.heartbeat(r.id, 'node-a', 30_000)),
+          ]);
+          expect(answers).toEqual([false, false, false, true, ...mine.slice(1).map(() => true)]);
+          // Beats of two nodes in one flush: one statement per node.
+          statements.length = 0;
+          expect(await Promise.all([runs.heartbeat(all[8]!.id, 'node-b', 30_000), runs.heartbeat(all[2]!.id, 'node-a', 30_000), runs.heartbeat(all[3]!.id, 'node-a', 30_000)])).toEqual([true, true, true]);
+          expect(statements).toHaveLength(2);
+          for (const r of all.slice(1)) await runs.finishRun(r.id, r.nodeId, { status: 'succeeded' });
+        });
       });
     });
 

@@ -116,8 +116,11 @@ describe('shards: running a period', () => {
     const p0 = new Date(Math.floor(Date.now() / 1000) * 1000 - 10_000);
     const p1 = new Date(p0.getTime() + 1000);
     const first = n.runner.runPeriod(job, p0, 'schedule');
-    // Shard 1 of p0 is held; once the others of p0 ended, p1 comes.
+    // Shard 1 of p0 is held; once the others of p0 ended (their outcomes in the store: a body's end
+    // is written a moment later, with the other outcomes of that moment), p1 comes.
     await expect.poll(() => seen.length, { timeout: 5000 }).toBe(3);
+    await expect.poll(async () => (await Promise.all([0, 2].map((shard) => store.periodRuns(job.name, p0, shard)))).map((rows) => rows[0]?.status), { timeout: 5000 })
+      .toEqual(['succeeded', 'succeeded']);
     const second = await n.runner.runPeriod(job, p1, 'schedule');
     release();
     await first;

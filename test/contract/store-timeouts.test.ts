@@ -118,6 +118,34 @@ for (const backend of BACKENDS) {
       expect(after.map((r: { attempt: number; status: string }) => [Number(r.attempt), r.status])).toEqual([[1, 'failed'], [2, 'pending']]);
     });
 
+    it('coalesced heartbeats and outcome writes into a black hole: every caller of the batch hears "store unavailable" in bounded time; once lifted, each lands', async () => {
+      const runs = [await claim(), await claim(), await claim()];
+      proxy.hole();
+      let beats;
+      let ends;
+      try {
+        beats = await timed(() => Promise.allSettled(runs.map((r) => store.heartbeat(r.id, 'n1', LEASE_MS))));
+        ends = await timed(() => Promise.allSettled(runs.map((r) => store.endAttempt(r, 'n1', { status: 'succeeded', result: r.id }, null))));
+      } finally {
+        proxy.lift();
+      }
+      for (const settled of [beats.value!, ends.value!]) {
+        expect(settled.map((s) => s.status)).toEqual(['rejected', 'rejected', 'rejected']);
+        for (const s of settled) expect((s as PromiseRejectedResult).reason).toBeInstanceOf(StoreUnavailableError);
+      }
+      // One statement each, bounded by a third of the lease.
+      expect(beats.ms).toBeLessThan(leaseQueryTimeout(LEASE_MS) + 1000);
+      expect(ends.ms).toBeLessThan(leaseQueryTimeout(LEASE_MS) + 1000);
+      // Tried again as the executor does, each lands once (a try that committed unseen is recognised).
+      for (const r of runs) {
+        let written;
+        for (let i = 0; i < 10 && !written; i++) written = await store.endAttempt(r, 'n1', { status: 'succeeded', result: r.id }, null).catch(() => undefined);
+        expect(written).toEqual({ written: true, status: 'succeeded', next: null });
+      }
+      const rows = await direct(RUNS_TABLE).whereIn('id', runs.map((r) => r.id));
+      expect(rows.map((r: { status: string }) => r.status)).toEqual(['succeeded', 'succeeded', 'succeeded']);
+    });
+
     it('heartbeats have their own connections: with the main pool taken by statements waiting on a row lock, a heartbeat lands at once', async () => {
       const run = await claim();
       const other = await claim();

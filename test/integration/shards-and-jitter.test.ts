@@ -151,7 +151,12 @@ describe('shards and jitter on 3 nodes (MariaDB, Redis)', () => {
         const of = phase1.filter((l) => instantOf(l.key) === t);
         for (let shard = 0; shard < 4; shard++) {
           const ran = of.filter((l) => l.index === shard);
-          if (ran.length !== 1 || ran[0]!.attempt !== 1) missing.push(`${new Date(t).toISOString()} shard ${shard}: ${ran.length} runs`);
+          if (ran.length !== 1 || ran[0]!.attempt !== 1) {
+            // What the store says of it, so that a failure tells skipped from never claimed.
+            const rows = runs.filter((r) => r.job === 'sharded' && Date.parse(r.scheduledAt) === t && r.shard === shard)
+              .map((r) => `#${r.attempt} ${r.status}${r.reason ? ` (${r.reason})` : ''} ${r.trigger} on ${r.nodeId}`);
+            missing.push(`${new Date(t).toISOString()} shard ${shard}: ${ran.length} runs; rows: ${rows.join(', ') || 'none'}`);
+          }
         }
         winnersPerPeriod.push(new Set(of.map((l) => l.node)).size);
       }

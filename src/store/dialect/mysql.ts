@@ -67,6 +67,109 @@ async function insertOne(db: Knex | Knex.Transaction, table: string, row: RowVal
 }
 
 /**
+ * INSERT IGNORE ... RETURNING * (MariaDB 10.5+): many rows in one statement, a row whose key exists
+ * skipped and absent from the answer. IGNORE also turns every other error of a row into a warning
+ * and a mangled value (a string cut to the column, NULL written as '', a number clamped), which a
+ * strict plain INSERT refuses: so the rows are checked against the columns first (checkRows), and
+ * the statement is sent only when every value fits as given.
+ */
+async function insertIgnoreReturning(db: Knex | Knex.Transaction, table: string, rows: RowValues[]): Promise<Record<string, unknown>[]> {
+  const q = db(table).insert(rows).toSQL().toNative();
+  if (!/^insert into /i.test(q.sql)) throw new Error(`unexpected insert statement: ${q.sql.slice(0, 40)}`);
+  const [stored] = (await db.raw(`insert ignore ${q.sql.slice('insert '.length)} returning *`, q.bindings as Knex.RawBinding[])) as unknown as [Record<string, unknown>[]];
+  return stored;
+}
+
+/** A column as the server defines it, for the checks a strict INSERT makes. */
+interface ColumnRule {
+  nullable: boolean;
+  /** NOT NULL, no default, not auto_increment: a row must give it. */
+  required: boolean;
+  kind: 'chars' | 'bytes' | 'integer' | 'other';
+  /** chars: characters (VARCHAR); bytes: bytes (TEXT types). */
+  max: number;
+  /** Stores any character (utf8mb4): otherwise a non-ASCII string is left to the server. */
+  anyText: boolean;
+  range: [bigint, bigint] | null;
+}
+
+type ColumnRules = Map<string, ColumnRule>;
+
+const INTEGER_BITS: Record<string, number> = { tinyint: 8, smallint: 16, mediumint: 24, int: 32, integer: 32, bigint: 64 };
+
+async function readColumnRules(db: Knex | Knex.Transaction, table: string): Promise<ColumnRules> {
+  const rows = (await db('information_schema.columns')
+    .select({ name: 'column_name', nullable: 'is_nullable', dflt: 'column_default', extra: 'extra', type: 'data_type', chars: 'character_maximum_length', bytes: 'character_octet_length', charset: 'character_set_name', full: 'column_type' })
+    .whereRaw('table_schema = DATABASE()').andWhere('table_name', table)) as Array<{
+    name: string; nullable: string; dflt: string | null; extra: string | null; type: string; chars: number | string | null; bytes: number | string | null; charset: string | null; full: string;
+  }>;
+  const rules: ColumnRules = new Map();
+  for (const r of rows) {
+    const type = r.type.toLowerCase();
+    const bits = INTEGER_BITS[type];
+    const unsigned = /unsigned/i.test(r.full);
+    rules.set(r.name, {
+      nullable: r.nullable === 'YES',
+      required: r.nullable !== 'YES' && r.dflt === null && !/auto_increment/i.test(r.extra ?? ''),
+      kind: type === 'varchar' || type === 'char' ? 'chars' : /text$/.test(type) ? 'bytes' : bits ? 'integer' : 'other',
+      max: Number(type === 'varchar' || type === 'char' ? r.chars : r.bytes) || 0,
+      anyText: /^utf8mb4/i.test(r.charset ?? ''),
+      range: bits ? (unsigned ? [0n, (1n << BigInt(bits)) - 1n] : [-(1n << BigInt(bits - 1)), (1n << BigInt(bits - 1)) - 1n]) : null,
+    });
+  }
+  return rules;
+}
+
+/** The error a strict INSERT gets from the server, shaped as mysql2 reports it (so it is classified alike). */
+function refused(errno: number, code: string, sqlState: string, message: string): Error {
+  return Object.assign(new Error(message), { errno, code, sqlState, sqlMessage: message });
+}
+
+const isRaw = (v: unknown): boolean => typeof v === 'object' && v !== null && typeof (v as { toSQL?: unknown }).toSQL === 'function';
+
+/**
+ * Whether every value fits its column as given, as a strict INSERT would judge it; throws the error
+ * that INSERT would have got for the first value that does not (too long, NULL into NOT NULL, a
+ * required column left out, out of range). False: a value it cannot judge (left to a strict insert).
+ * Raw SQL values are the store's own expressions (its clock) and are not judged.
+ */
+function checkRows(rules: ColumnRules, rows: RowValues[]): boolean {
+  for (const name of new Set(rows.flatMap((r) => Object.keys(r)))) if (!rules.has(name)) return false;
+  for (const [i, row] of rows.entries()) {
+    const at = i + 1;
+    for (const [name, rule] of rules) {
+      const value = row[name];
+      if (value === undefined) {
+        if (rule.required) throw refused(1364, 'ER_NO_DEFAULT_FOR_FIELD', 'HY000', `Field '${name}' doesn't have a default value`);
+        continue;
+      }
+      if (value === null) {
+        if (!rule.nullable) throw refused(1048, 'ER_BAD_NULL_ERROR', '23000', `Column '${name}' cannot be null`);
+        continue;
+      }
+      if (isRaw(value)) continue;
+      if (rule.kind === 'chars' || rule.kind === 'bytes') {
+        if (typeof value !== 'string' && typeof value !== 'number') return false;
+        const text = String(value);
+        if (!rule.anyText && /[^\u0000-\u007f]/.test(text)) return false;
+        const size = rule.kind === 'chars' ? [...text].length : Buffer.byteLength(text, 'utf8');
+        if (size > rule.max) throw refused(1406, 'ER_DATA_TOO_LONG', '22001', `Data too long for column '${name}' at row ${at}`);
+      } else if (rule.kind === 'integer') {
+        let n: bigint;
+        if (typeof value === 'number' && Number.isInteger(value)) n = BigInt(value);
+        else if (typeof value === 'bigint') n = value;
+        else if (typeof value === 'string' && /^-?\d{1,20}$/.test(value)) n = BigInt(value);
+        else return false;
+        if (n < rule.range![0] || n > rule.range![1]) throw refused(1264, 'ER_WARN_DATA_OUT_OF_RANGE', '22003', `Out of range value for column '${name}' at row ${at}`);
+      } else {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+/**
  * The driver's message, for an error that lost its code on the way: knex's migrator re-throws a
  * failure to take its lock row as a bare Error (name 'MigrationLocked') with only the message, e.g.
  * "update `scheduler_migrations_lock` ... - UPDATE command denied to user 'app'@'10.0.0.5' for table ...".
@@ -94,6 +197,19 @@ export function classifyMysql(err: unknown): ErrorClass {
 /** A dialect per store: what the server supports is read at connection. */
 export function mysqlDialect(): Dialect {
   let withReturning = false;
+  /** The session's sql_mode is strict (null: not read yet). */
+  let strict: boolean | null = null;
+  const rulesByTable = new Map<string, Promise<ColumnRules>>();
+  /** The columns of `table` as the server defines them, read once (again after a row named a column not among them). */
+  const columnRules = async (db: Knex | Knex.Transaction, table: string): Promise<ColumnRules> => {
+    let read = rulesByTable.get(table);
+    if (!read) {
+      read = readColumnRules(db, table);
+      rulesByTable.set(table, read);
+      read.catch(() => rulesByTable.delete(table));
+    }
+    return read;
+  };
   return {
     kind: 'mysql',
 
@@ -115,8 +231,9 @@ export function mysqlDialect(): Dialect {
     },
 
     async init(knex) {
-      const [rows] = (await knex.raw('select version() as version')) as unknown as [Array<{ version: string }>];
+      const [rows] = (await knex.raw('select version() as version, @@SESSION.sql_mode as mode')) as unknown as [Array<{ version: string; mode: string | null }>];
       withReturning = mariaDbWithReturning(String(rows[0]?.version ?? ''));
+      strict = /STRICT_(TRANS|ALL)_TABLES/i.test(String(rows[0]?.mode ?? ''));
     },
 
     // UTC_TIMESTAMP is UTC whatever the session or server zone (ShedLock's choice);
@@ -126,9 +243,16 @@ export function mysqlDialect(): Dialect {
     tableUsing: (knex, table, index) => knex.raw('?? FORCE INDEX (??)', [table, index]),
 
     async insertClaims(db, table, rows) {
-      // One statement per row: a multi-row INSERT fails whole on one duplicate, and MySQL's
-      // INSERT IGNORE would turn every other error into a warning.
+      // One row, or a server without RETURNING (MySQL): one strict statement per row. A multi-row
+      // plain INSERT fails whole on one duplicate.
       const out: Record<string, unknown>[] = [];
+      if (withReturning && rows.length > 1) {
+        // A session that is not strict gets the same warnings and mangled values from a plain INSERT.
+        if (strict === false || checkRows(await columnRules(db, table), rows)) return insertIgnoreReturning(db, table, rows);
+        // A value the check cannot judge (a type it does not know, a column it has not read: read
+        // the columns again next time): strict, row by row.
+        rulesByTable.delete(table);
+      }
       for (const row of rows) {
         const stored = await insertOne(db, table, row, withReturning);
         if (stored) out.push(stored);

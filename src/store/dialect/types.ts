@@ -39,8 +39,10 @@ export interface Dialect {
   tableUsing(knex: Knex, table: string, index: string): string | Knex.Raw;
   /**
    * Claims rows under a unique key: the rows inserted, with every column as stored; a row whose key
-   * exists already is left out (a lost race is a value, not an exception). Shaped for many rows so
-   * that a tick's claims can later go in one statement.
+   * exists already is left out (a lost race is a value, not an exception), in no particular order.
+   * One statement for all the rows (PostgreSQL, SQLite: ON CONFLICT DO NOTHING RETURNING; MariaDB:
+   * INSERT IGNORE ... RETURNING after checking the values against the columns); MySQL, which has no
+   * RETURNING, one statement per row. A value the store refuses fails the call.
    */
   insertClaims(db: Knex | Knex.Transaction, table: string, rows: RowValues[], key: string[]): Promise<Record<string, unknown>[]>;
   /** Inserts rows, leaving those whose key exists untouched; returns how many were inserted. */

@@ -1,0 +1,113 @@
+/**
+ * Fewer racers per period: not every node races every period. The live nodes (the nodes table, read
+ * every few seconds) are ranked per period by rendezvous hashing (highest random weight) of the period
+ * key: the first node races at the tick, the second steps in shortly after the instant if no row has
+ * appeared by then (the first is dead, stopped or slow), and the others leave it to the reconciling
+ * sweep. Every node computes the same ranking from the same list, so a period has one racer in the
+ * steady state, and each node's share is about 1/n of the periods whatever their names.
+ *
+ * Nothing depends on the list being right: the run row stays the fence. Two nodes that disagree (one
+ * started or stopped since the other's last read) may both race a period (the lock and the row
+ * decide) or neither at the tick (the second-ranked node or the sweep runs it, late).
+ */
+import { errorMessage } from '../errors.js';
+import type { Logger } from '../log.js';
+import type { NodeStore } from '../store/types.js';
+import { NODE_ALIVE_MS } from '../store/nodes.js';
+
+/** How often the live nodes are read. */
+export const MEMBERSHIP_EVERY_MS = 5000;
+/** The second-ranked node claims a period that has no row this long after its instant. */
+export const STEP_IN_AFTER_MS = 250;
+
+/** 32-bit FNV-1a of a string's UTF-16 code units. */
+function fnv1a(text: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < text.length; i++) {
+    h ^= text.charCodeAt(i);
+    h = Math.imul(h, 0x01000193);
+  }
+  return h >>> 0;
+}
+
+/** murmur3's finaliser: every input bit reaches every output bit, so nearby seeds give unrelated weights. */
+function mix(h: number): number {
+  h ^= h >>> 16;
+  h = Math.imul(h, 0x85ebca6b);
+  h ^= h >>> 13;
+  h = Math.imul(h, 0xc2b2ae35);
+  h ^= h >>> 16;
+  return h >>> 0;
+}
+
+/** The rendezvous weight of a node (by its seed) for a period (by its key's hash). */
+const weight = (keyHash: number, seed: number): number => mix(keyHash ^ seed);
+
+/** This node's rank for `key` among `nodes` (seeds, this node's included): 0 races first. Ties go to the lower seed. */
+export function rankOf(key: string, self: number, nodes: readonly number[]): number {
+  const k = fnv1a(key);
+  const mine = weight(k, self);
+  let rank = 0;
+  for (const seed of nodes) {
+    if (seed === self) continue;
+    const w = weight(k, seed);
+    if (w > mine || (w === mine && seed < self)) rank += 1;
+  }
+  return rank;
+}
+
+export function nodeSeed(nodeId: string): number {
+  return mix(fnv1a(nodeId));
+}
+
+export class Racers {
+  private readonly self: number;
+  /** The live nodes' seeds, this node's always among them. */
+  private seeds: number[];
+  private lastRead = -Infinity;
+  private reading: Promise<void> | undefined;
+  private warnedAt = -Infinity;
+
+  constructor(
+    private readonly nodeId: string,
+    private readonly nodes: Pick<NodeStore, 'list'>,
+    private readonly log: Logger,
+    private readonly everyMs = MEMBERSHIP_EVERY_MS,
+  ) {
+    this.self = nodeSeed(nodeId);
+    this.seeds = [this.self];
+  }
+
+  /** How many nodes this node ranks over now. */
+  get size(): number {
+    return this.seeds.length;
+  }
+
+  /** This node's rank for a period (0: it races at the tick; 1: it steps in; more: the sweep's). */
+  rank(key: string): number {
+    return this.seeds.length === 1 ? 0 : rankOf(key, this.self, this.seeds);
+  }
+
+  /**
+   * Reads the live nodes again when the last read is MEMBERSHIP_EVERY_MS old. Best effort: a read
+   * that fails keeps the last list (and says so at most every 30 s); never throws.
+   */
+  refresh(): Promise<void> {
+    if (this.reading || performance.now() - this.lastRead < this.everyMs) return this.reading ?? Promise.resolve();
+    this.lastRead = performance.now();
+    this.reading = this.nodes.list({ recentMs: NODE_ALIVE_MS }).then((listed) => {
+      // Running nodes only: a stopping node claims nothing new, and its share goes to the others at once.
+      const ids = new Set(listed.filter((n) => n.alive && n.state === 'running').map((n) => n.id));
+      ids.add(this.nodeId);
+      this.seeds = [...ids].map(nodeSeed);
+    }, (err: unknown) => {
+      if (performance.now() - this.warnedAt >= 30_000) {
+        this.warnedAt = performance.now();
+        this.log.warn({ err: { message: errorMessage(err) } }, 'live nodes not read: ranking periods over the last list');
+      }
+    }).finally(() => {
+      this.reading = undefined;
+    });
+    return this.reading;
+  }
+}

@@ -1,0 +1,83 @@
+/**
+ * Rendezvous ranking of periods over the live nodes: every node computes the same order, so each
+ * period has exactly one first-ranked and one second-ranked node, and the shares are even.
+ */
+import pino from 'pino';
+import { describe, expect, it } from 'vitest';
+import { nodeSeed, rankOf, Racers } from '../../src/claim/racers.js';
+import type { ListedNode } from '../../src/store/types.js';
+
+const silent = pino({ level: 'silent' });
+const keys = (n: number) => Array.from({ length: n }, (_, i) => `job-${i % 2000}@${new Date(Date.UTC(2026, 11, 1, 0, 0, Math.floor(i / 2000))).toISOString()}`);
+
+function listed(id: string, state: ListedNode['state'] = 'running', alive = true): ListedNode {
+  return { id, host: 'h', pid: 1, version: 'v', startedAt: 0, heartbeatAt: 0, inFlight: 0, clockOffsetMs: 0, state, procStart: null, heartbeatAgeMs: 0, alive };
+}
+
+describe('rendezvous ranking', () => {
+  it('over 4 nodes, each period has exactly one node of each rank 0..3', () => {
+    const ids = ['node-a', 'node-b', 'node-c', 'node-d'];
+    const seeds = ids.map(nodeSeed);
+    for (const key of keys(5000)) {
+      const ranks = seeds.map((s) => rankOf(key, s, seeds)).sort();
+      expect(ranks).toEqual([0, 1, 2, 3]);
+    }
+  });
+
+  it('shares of first-ranked periods are within 5% of the mean, for 2,000 every-second jobs over 10 s', () => {
+    for (const ids of [['n1', 'n2', 'n3', 'n4'], ['web-0', 'web-1', 'web-2'], ['a', 'b']]) {
+      const seeds = ids.map(nodeSeed);
+      const won = new Map<number, number>();
+      const all = keys(20_000);
+      for (const key of all) {
+        const first = seeds.find((s) => rankOf(key, s, seeds) === 0)!;
+        won.set(first, (won.get(first) ?? 0) + 1);
+      }
+      const mean = all.length / ids.length;
+      for (const s of seeds) expect(Math.abs((won.get(s) ?? 0) - mean) / mean, `${ids.join(',')}`).toBeLessThan(0.05);
+    }
+  });
+
+  it('removing a node moves only its periods: the others keep their first-ranked node', () => {
+    const ids = ['n1', 'n2', 'n3', 'n4'];
+    const seeds = ids.map(nodeSeed);
+    const without = seeds.slice(0, 3);
+    let moved = 0;
+    for (const key of keys(4000)) {
+      const before = seeds.find((s) => rankOf(key, s, seeds) === 0)!;
+      const after = without.find((s) => rankOf(key, s, without) === 0)!;
+      if (before !== seeds[3]) expect(after).toBe(before);
+      else {
+        moved += 1;
+        // The period of the removed node goes to the node that ranked second for it, which steps in.
+        expect(rankOf(key, after, seeds)).toBe(1);
+      }
+    }
+    expect(moved).toBeGreaterThan(0);
+  });
+});
+
+describe('Racers (the live nodes of the nodes table)', () => {
+  it('ranks over the running, alive nodes and always itself; a lone node ranks 0 for everything', async () => {
+    let rows: ListedNode[] = [];
+    const racers = new Racers('n1', { list: async () => rows }, silent);
+    expect(racers.size).toBe(1);
+    expect(keys(100).every((k) => racers.rank(k) === 0)).toBe(true);
+    rows = [listed('n2'), listed('n3', 'stopping'), listed('n4', 'running', false)];
+    await racers.refresh();
+    // Itself (not yet in the table) and n2; n3 is stopping, n4's heartbeat is stale.
+    expect(racers.size).toBe(2);
+    const seeds = ['n1', 'n2'].map(nodeSeed);
+    for (const k of keys(200)) expect(racers.rank(k)).toBe(rankOf(k, nodeSeed('n1'), seeds));
+  });
+
+  it('a failed read keeps the last list and does not throw', async () => {
+    let fail = false;
+    const racers = new Racers('n1', { list: async () => { if (fail) throw new Error('store down'); return [listed('n1'), listed('n2'), listed('n3')]; } }, silent, 0);
+    await racers.refresh();
+    expect(racers.size).toBe(3);
+    fail = true;
+    await expect(racers.refresh()).resolves.toBeUndefined();
+    expect(racers.size).toBe(3);
+  });
+});
