@@ -102,32 +102,71 @@ export function latestPeriodAtOrBefore(schedule: Schedule, at: Date): Date | nul
 
 /** The first period strictly after `after`. */
 export function nextPeriodAfter(schedule: Schedule, after: Date): Date | null {
-  // The sweeps ask every job, every second, for its first period after an anchor that moves a little
-  // each time: for a yearly job croner then works out the same instant, 1,000 jobs blocking the
-  // event loop for tens of milliseconds a second. The last answers are kept: when `after` is in
-  // [a, n) for a kept (a, n), no period lies in (a, n), so the first one after `after` is n.
   const at = after.getTime();
-  let kept = recentNext.get(schedule);
-  if (kept) {
-    for (const k of kept) {
-      if (at >= k.after && (k.next === null || at < k.next)) return k.next === null ? null : new Date(k.next);
-    }
+  const hit = knownNext(schedule, at);
+  if (hit !== undefined) return hit === null ? null : new Date(hit);
+  // Not known: croner works out the next few periods at once, kept for every job of the schedule
+  // (see compileSchedule); a walk that reaches the end of a span (a tick after the next, a sweep
+  // going period by period) extends it by many more.
+  let spans = knownPeriods.get(schedule);
+  if (!spans) knownPeriods.set(schedule, (spans = []));
+  const walked = spans.find((span) => !span.exhausted && span.periods.length > 0 && span.periods[span.periods.length - 1] === at);
+  const count = walked ? PERIODS_EXTENDED : PERIODS_FIRST;
+  const runs = schedule.cron.nextRuns(count, after).map((d) => d.getTime());
+  if (walked && walked.periods.length < MAX_SPAN) {
+    walked.periods.push(...runs);
+    walked.exhausted = runs.length < count;
   } else {
-    kept = [];
-    recentNext.set(schedule, kept);
+    spans.unshift({ from: at, periods: runs, exhausted: runs.length < count });
+    if (spans.length > SPANS_KEPT) spans.length = SPANS_KEPT;
   }
-  const next = schedule.cron.nextRun(after);
-  kept.unshift({ after: at, next: next === null ? null : next.getTime() });
-  if (kept.length > KEPT_NEXT) kept.length = KEPT_NEXT;
-  return next;
+  return runs.length > 0 ? new Date(runs[0]!) : null;
 }
 
 /**
- * Per schedule, its last few (after, first period after it) answers: the sweep asks two ranges per
- * job, and the tick one or two instants, the same for every job of the schedule.
+ * The first period after `at` from a kept span, null when the schedule has none, undefined when no
+ * span covers `at`. A span holds the consecutive periods croner gave after its `from`: none lies
+ * between `from` and the first, nor between two neighbours, so any instant in [from, last) finds
+ * its answer by bisection, whichever job asks and however far a sweep walks.
  */
-const recentNext = new WeakMap<Schedule, Array<{ after: number; next: number | null }>>();
-const KEPT_NEXT = 6;
+function knownNext(schedule: Schedule, at: number): number | null | undefined {
+  const spans = knownPeriods.get(schedule);
+  if (!spans) return undefined;
+  for (const span of spans) {
+    const { periods } = span;
+    if (at < span.from) continue;
+    const last = periods.length > 0 ? periods[periods.length - 1]! : span.from;
+    if (at >= last) {
+      if (span.exhausted) return null;
+      continue;
+    }
+    let lo = 0;
+    let hi = periods.length - 1;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (periods[mid]! > at) hi = mid;
+      else lo = mid + 1;
+    }
+    return periods[lo]!;
+  }
+  return undefined;
+}
+
+/**
+ * Per schedule, a few spans of consecutive periods (the newest first): the tick asks each schedule
+ * for one or two instants a tick, the sweep walks each job's periods from its anchor to now, and a
+ * node that fell behind walks many; croner's answer for a seconds schedule costs tens of
+ * microseconds, which 1,000 jobs walking 30 periods each turned into seconds of a blocked event loop.
+ */
+const knownPeriods = new WeakMap<Schedule, Array<{ from: number; periods: number[]; exhausted: boolean }>>();
+/** Periods computed at once for an instant no span covers (a yearly schedule: four years). */
+const PERIODS_FIRST = 4;
+/** Periods added at once to a span whose end a walk reached. */
+const PERIODS_EXTENDED = 64;
+/** A span grows to this many periods at most (then a new one starts). */
+const MAX_SPAN = 4096;
+/** Spans kept per schedule. */
+const SPANS_KEPT = 4;
 
 export function nextPeriods(schedule: Schedule, after: Date, count: number): Date[] {
   return schedule.cron.nextRuns(count, after);

@@ -527,7 +527,7 @@ describe('describePeriods', () => {
   });
 });
 
-describe('nextPeriodAfter keeps its last answers: the same instants as croner, asked afresh', () => {
+describe('nextPeriodAfter answers from the spans of periods it keeps: the same instants as croner, asked afresh', () => {
   it('random and creeping references over schedules with seconds, DST zones, yearly and sparse ones', () => {
     const seed = Number(process.env.SCHEDULE_SEED ?? Date.now() % 100_000);
     let state = seed;
