@@ -125,9 +125,12 @@ export class Scheduler {
     const now = this.now();
     await reconciler.declare(this.states.map((s) => s.job), now, 'next', this.options.jobs.filter((j) => !j.enabled));
     await this.options.racers?.refresh();
+    // The tick starts from now, not from before the declaration (seconds with thousands of jobs):
+    // periods that fell in between are the reconciler's (catch-up), not a late timer's.
+    const ready = this.now();
     for (const state of this.states) {
-      state.cursor = now;
-      state.next = nextPeriodAfter(state.job.schedule, now);
+      state.cursor = ready;
+      state.next = nextPeriodAfter(state.job.schedule, ready);
       state.afterNext = state.next ? nextPeriodAfter(state.job.schedule, state.next) : null;
     }
     this.startedAt = Date.now();
