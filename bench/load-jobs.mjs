@@ -1,29 +1,60 @@
 #!/usr/bin/env node
 /**
- * How long loading the jobs folder takes: `bin/scheduler validate` (loads every file, prints one
- * line) and the daemon's start (spawn to 'scheduler started') over a folder of N good job files,
- * optionally with H job files whose top-level await never settles (they cost one loadTimeout each
- * when loaded one after another, one loadTimeout per batch when loaded concurrently).
+ * Start-up and idle cost over a jobs folder of N files: `bin/scheduler validate` (loads every file,
+ * prints one line), the daemon's start (spawn to 'scheduler started'), its memory once started
+ * (VmRSS and VmHWM from /proc), the CPU it spends idle (utime + stime from /proc/<pid>/stat over
+ * --idle seconds), and the time of `bin/scheduler --help` beside `node -e 0` in the same run.
+ * Optionally H job files whose top-level await never settles (they cost one loadTimeout each when
+ * loaded one after another, one loadTimeout per batch when loaded concurrently).
  *
- *   node bench/load-jobs.mjs [--files 1000] [--ts 0.5] [--hung 0] [--load-timeout 2s]
- *                            [--rounds 5] [--no-daemon] [--no-build | --package DIR]
+ *   node bench/load-jobs.mjs [--files 1000] [--ts 0.5] [--schedule '0 0 2 1 1 *'] [--hung 0]
+ *                            [--load-timeout 2s] [--rounds 5] [--idle 30] [--settle 5]
+ *                            [--help-runs 20] [--no-daemon] [--no-build | --package DIR]
  *
- * By default src/ is compiled into a private copy of the package (bench/lib.mjs buildSnapshot());
- * --package DIR uses a copy made earlier (for before/after comparisons), --no-build the shared dist/.
- * Prints one line per measurement and a JSON summary (medians in ms).
+ * The daemon runs on SQLite (a file in the temporary workspace), HTTP on a free port, no Redis.
+ * Memory and idle CPU are read from the last round's daemon, --settle seconds after it started
+ * (--idle 0: not measured). By default src/ is compiled into a private copy of the package
+ * (bench/lib.mjs buildSnapshot()); --package DIR uses a copy made earlier (for before/after
+ * comparisons), --no-build the shared dist/. Prints one line per measurement and a JSON summary
+ * (medians in ms).
  */
 import { spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir, loadavg } from 'node:os';
 import { join } from 'node:path';
-import { PROJECT_ROOT, buildSnapshot, parseFlags, sourceState } from './lib.mjs';
+import { parseArgs } from 'node:util';
+import { PROJECT_ROOT, buildSnapshot, cpuTimeMs, sleep, sourceState } from './lib.mjs';
 
-const USAGE = 'node bench/load-jobs.mjs [--files 1000] [--ts 0.5] [--hung 0] [--load-timeout 2s] [--rounds 5] [--no-daemon] [--no-build | --package DIR]';
-const flags = parseFlags(process.argv.slice(2), { booleans: ['no-daemon', 'no-build'], usage: USAGE });
-const files = Number(flags.files ?? 1000);
-const tsShare = Number(flags.ts ?? 0.5);
-const hung = Number(flags.hung ?? 0);
-const rounds = Number(flags.rounds ?? 5);
+const USAGE = "node bench/load-jobs.mjs [--files 1000] [--ts 0.5] [--schedule '0 0 2 1 1 *'] [--hung 0] [--load-timeout 2s] [--rounds 5] [--idle 30] [--settle 5] [--help-runs 20] [--no-daemon] [--no-build | --package DIR]";
+const { values: flags } = parseArgs({
+  options: {
+    files: { type: 'string', default: '1000' },
+    ts: { type: 'string', default: '0.5' },
+    schedule: { type: 'string', default: '0 0 2 1 1 *' },
+    hung: { type: 'string', default: '0' },
+    'load-timeout': { type: 'string' },
+    rounds: { type: 'string', default: '5' },
+    idle: { type: 'string', default: '30' },
+    settle: { type: 'string', default: '5' },
+    'help-runs': { type: 'string', default: '20' },
+    'no-daemon': { type: 'boolean', default: false },
+    'no-build': { type: 'boolean', default: false },
+    package: { type: 'string' },
+    help: { type: 'boolean', default: false },
+  },
+  strict: true,
+});
+if (flags.help) {
+  process.stdout.write(`${USAGE}\n`);
+  process.exit(0);
+}
+const files = Number(flags.files);
+const tsShare = Number(flags.ts);
+const hung = Number(flags.hung);
+const rounds = Number(flags.rounds);
+const idleSeconds = Number(flags.idle);
+const settleSeconds = Number(flags.settle);
+const helpRuns = Number(flags['help-runs']);
 const loadTimeout = flags['load-timeout'];
 
 let root = PROJECT_ROOT;
@@ -40,12 +71,13 @@ cleanups.push(() => rmSync(ws, { recursive: true, force: true }));
 const jobsDir = join(ws, 'jobs');
 mkdirSync(jobsDir);
 const tsCount = Math.round(files * tsShare);
+const schedule = JSON.stringify(flags.schedule);
 for (let i = 0; i < files; i++) {
   const ts = i < tsCount;
   const name = `job-${String(i).padStart(5, '0')}.${ts ? 'ts' : 'mjs'}`;
   const body = ts
-    ? `import { defineJob } from 'cluster-cron';\ninterface Out { n: number }\nexport default defineJob({ schedule: '0 0 2 * * *', catchUp: '1m', async run(): Promise<Out> { return { n: ${i} }; } });\n`
-    : `export default { schedule: '0 0 2 * * *', catchUp: '1m', async run() { return { n: ${i} }; } };\n`;
+    ? `import { defineJob } from 'cluster-cron';\ninterface Out { n: number }\nexport default defineJob({ schedule: ${schedule}, catchUp: '1m', async run(): Promise<Out> { return { n: ${i} }; } });\n`
+    : `export default { schedule: ${schedule}, catchUp: '1m', async run() { return { n: ${i} }; } };\n`;
   writeFileSync(join(jobsDir, name), body);
 }
 for (let i = 0; i < hung; i++) writeFileSync(join(jobsDir, `hung-${i}.mjs`), 'await new Promise(() => {});\nexport default {};\n');
@@ -54,36 +86,69 @@ const env = { ...Object.fromEntries(Object.entries(process.env).filter(([k]) => 
 const common = ['--jobs', jobsDir, '--store', `sqlite:${join(ws, 'scheduler.db')}`, '--node-id', 'bench-load'];
 if (loadTimeout) common.push('--load-timeout', loadTimeout);
 
-function validateOnce() {
+const elapsedMs = (started) => Number(process.hrtime.bigint() - started) / 1e6;
+
+function timedRun(args) {
   return new Promise((resolve, reject) => {
     const started = process.hrtime.bigint();
-    const child = spawn(process.execPath, [bin, 'validate', ...common], { cwd: ws, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, args, { cwd: ws, env, stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     child.stdout.on('data', (d) => (out += d));
     child.stderr.on('data', (d) => (out += d));
     child.on('error', reject);
-    child.on('close', (code) => resolve({ ms: Number(process.hrtime.bigint() - started) / 1e6, code, out }));
+    child.on('close', (code) => resolve({ ms: elapsedMs(started), code, out }));
   });
 }
 
-function daemonOnce() {
+/** VmRSS and VmHWM (peak resident) of a process in MB, from /proc/<pid>/status. */
+function memoryMb(pid) {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const kb = (field) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? NaN);
+  return { rss: kb('VmRSS') / 1024, hwm: kb('VmHWM') / 1024 };
+}
+
+/** One daemon: spawn to 'scheduler started'; with `idle`, then memory and idle CPU; then SIGTERM. */
+function daemonOnce({ idle }) {
   return new Promise((resolve, reject) => {
     const started = process.hrtime.bigint();
-    const child = spawn(process.execPath, [bin, 'run', ...common], { cwd: ws, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [bin, 'run', ...common, '--http', '127.0.0.1:0'], { cwd: ws, env, stdio: ['ignore', 'pipe', 'pipe'] });
     let buf = '';
     let ms;
+    let measured;
+    let failure;
+    const afterStart = async () => {
+      try {
+        if (idle) {
+          await sleep(settleSeconds * 1000);
+          const memory = memoryMb(child.pid);
+          const cpuBefore = cpuTimeMs(child.pid);
+          const t0 = process.hrtime.bigint();
+          await sleep(idleSeconds * 1000);
+          const cpuMs = cpuTimeMs(child.pid) - cpuBefore;
+          const wallMs = elapsedMs(t0);
+          measured = { ...memory, idleCpuPercent: (100 * cpuMs) / wallMs, idleCpuMs: cpuMs, idleWallMs: wallMs, rssAfterIdle: memoryMb(child.pid).rss };
+        }
+      } catch (err) {
+        failure = err;
+      }
+      child.kill('SIGTERM');
+    };
     child.stdout.on('data', (d) => {
+      if (ms !== undefined) return;
       buf += d;
-      if (ms === undefined && buf.includes('"msg":"scheduler started"')) {
-        ms = Number(process.hrtime.bigint() - started) / 1e6;
-        child.kill('SIGTERM');
+      if (buf.includes('"msg":"scheduler started"')) {
+        ms = elapsedMs(started);
+        buf = '';
+        void afterStart();
       }
     });
+    child.stderr.on('data', (d) => (buf += d));
     const guard = setTimeout(() => child.kill('SIGKILL'), 600_000);
     child.on('error', reject);
     child.on('close', (code) => {
       clearTimeout(guard);
-      resolve({ ms, code });
+      if (failure) reject(failure);
+      else resolve({ ms, code, measured, out: buf });
     });
   });
 }
@@ -92,29 +157,52 @@ const median = (xs) => {
   const s = [...xs].sort((a, b) => a - b);
   return s.length === 0 ? null : s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
 };
+const stats = (xs) => (xs.length ? { median: median(xs), min: Math.min(...xs), max: Math.max(...xs) } : null);
+const load = () => loadavg().map((l) => l.toFixed(2)).join(' ');
 
 try {
-  process.stdout.write(`load-jobs: ${files} good files (${tsCount} .ts, ${files - tsCount} .mjs), ${hung} hung, package ${root}, ${JSON.stringify(sourceState())}\n`);
+  process.stdout.write(`load-jobs: ${files} good files (${tsCount} .ts, ${files - tsCount} .mjs, schedule ${schedule}), ${hung} hung, package ${root}, ${JSON.stringify(sourceState())}, load average ${load()}\n`);
+  // `--help` and `node -e 0` alternately, so that both see the same load.
+  const help = [];
+  const bare = [];
+  for (let i = 0; i < helpRuns; i++) {
+    const h = await timedRun([bin, '--help']);
+    if (h.code !== 0) throw new Error(`--help exited ${h.code}:\n${h.out.slice(0, 2000)}`);
+    help.push(h.ms);
+    bare.push((await timedRun(['-e', '0'])).ms);
+  }
+  if (helpRuns > 0) process.stdout.write(`--help ${median(help).toFixed(0)} ms (median of ${helpRuns}), node -e 0 ${median(bare).toFixed(0)} ms\n`);
+
   const validate = [];
   const daemon = [];
+  let measured;
   for (let r = 0; r < rounds; r++) {
-    const v = await validateOnce();
+    const v = await timedRun([bin, 'validate', ...common]);
     const expected = hung > 0 ? 2 : 0;
     if (v.code !== expected) throw new Error(`validate exited ${v.code} (expected ${expected}):\n${v.out.slice(0, 2000)}`);
     validate.push(v.ms);
     process.stdout.write(`round ${r + 1}: validate ${v.ms.toFixed(0)} ms`);
     if (!flags['no-daemon']) {
-      const d = await daemonOnce();
-      if (d.ms === undefined || d.code !== 0) throw new Error(`daemon did not start and stop cleanly (exit ${d.code})`);
+      const last = r === rounds - 1;
+      const d = await daemonOnce({ idle: last && idleSeconds > 0 });
+      if (d.ms === undefined || d.code !== 0) throw new Error(`daemon did not start and stop cleanly (exit ${d.code}):\n${d.out.slice(0, 2000)}`);
       daemon.push(d.ms);
       process.stdout.write(`, daemon start ${d.ms.toFixed(0)} ms`);
+      if (d.measured) {
+        measured = d.measured;
+        process.stdout.write(`, after ${settleSeconds} s: VmRSS ${measured.rss.toFixed(0)} MB, VmHWM ${measured.hwm.toFixed(0)} MB; idle ${idleSeconds} s: ${measured.idleCpuMs.toFixed(0)} ms CPU = ${measured.idleCpuPercent.toFixed(2)} % of a core (VmRSS then ${measured.rssAfterIdle.toFixed(0)} MB)`);
+      }
     }
-    process.stdout.write('\n');
+    process.stdout.write(` [load ${load()}]\n`);
   }
   const summary = {
-    files, ts: tsCount, mjs: files - tsCount, hung, loadTimeout: loadTimeout ?? null, rounds,
-    validateMs: { median: median(validate), min: Math.min(...validate), max: Math.max(...validate) },
-    daemonStartMs: daemon.length ? { median: median(daemon), min: Math.min(...daemon), max: Math.max(...daemon) } : null,
+    files, ts: tsCount, mjs: files - tsCount, schedule: flags.schedule, hung, loadTimeout: loadTimeout ?? null, rounds,
+    helpMs: stats(help), nodeBareMs: stats(bare),
+    validateMs: stats(validate),
+    daemonStartMs: stats(daemon),
+    memoryMb: measured ? { rss: Math.round(measured.rss), hwm: Math.round(measured.hwm), rssAfterIdle: Math.round(measured.rssAfterIdle) } : null,
+    idleCpuPercent: measured ? Number(measured.idleCpuPercent.toFixed(3)) : null,
+    loadAverage: load(),
   };
   process.stdout.write(`${JSON.stringify(summary)}\n`);
 } finally {
