@@ -7,10 +7,12 @@
  * Optionally H job files whose top-level await never settles (they cost one loadTimeout each when
  * loaded one after another, one loadTimeout per batch when loaded concurrently).
  *
- *   node bench/load-jobs.mjs [--files 1000] [--ts 0.5] [--schedule '0 0 2 1 1 *'] [--hung 0]
+ *   node bench/load-jobs.mjs [--files 1000] [--ts 0.5] [--schedule '0 0 2 1 1 *' | --spread] [--hung 0]
  *                            [--load-timeout 2s] [--rounds 5] [--idle 30] [--settle 5]
  *                            [--help-runs 20] [--no-daemon] [--no-build | --package DIR]
  *
+ * Every file has the same yearly schedule, or with --spread one of its own (a yearly instant at a
+ * minute, hour, day and month derived from its index: no two files share one).
  * The daemon runs on SQLite (a file in the temporary workspace), HTTP on a free port, no Redis.
  * Memory and idle CPU are read from the last round's daemon, --settle seconds after it started
  * (--idle 0: not measured). By default src/ is compiled into a private copy of the package
@@ -25,12 +27,13 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { PROJECT_ROOT, buildSnapshot, cpuTimeMs, sleep, sourceState } from './lib.mjs';
 
-const USAGE = "node bench/load-jobs.mjs [--files 1000] [--ts 0.5] [--schedule '0 0 2 1 1 *'] [--hung 0] [--load-timeout 2s] [--rounds 5] [--idle 30] [--settle 5] [--help-runs 20] [--no-daemon] [--no-build | --package DIR]";
+const USAGE = "node bench/load-jobs.mjs [--files 1000] [--ts 0.5] [--schedule '0 0 2 1 1 *' | --spread] [--hung 0] [--load-timeout 2s] [--rounds 5] [--idle 30] [--settle 5] [--help-runs 20] [--no-daemon] [--no-build | --package DIR]";
 const { values: flags } = parseArgs({
   options: {
     files: { type: 'string', default: '1000' },
     ts: { type: 'string', default: '0.5' },
     schedule: { type: 'string', default: '0 0 2 1 1 *' },
+    spread: { type: 'boolean', default: false },
     hung: { type: 'string', default: '0' },
     'load-timeout': { type: 'string' },
     rounds: { type: 'string', default: '5' },
@@ -71,9 +74,13 @@ cleanups.push(() => rmSync(ws, { recursive: true, force: true }));
 const jobsDir = join(ws, 'jobs');
 mkdirSync(jobsDir);
 const tsCount = Math.round(files * tsShare);
-const schedule = JSON.stringify(flags.schedule);
+const scheduleOf = (i) => JSON.stringify(flags.spread
+  ? `0 ${i % 60} ${Math.floor(i / 60) % 24} ${1 + (Math.floor(i / 1440) % 28)} ${1 + (Math.floor(i / 40_320) % 12)} *`
+  : flags.schedule);
+const schedule = flags.spread ? 'one yearly schedule per file' : scheduleOf(0);
 for (let i = 0; i < files; i++) {
   const ts = i < tsCount;
+  const schedule = scheduleOf(i);
   const name = `job-${String(i).padStart(5, '0')}.${ts ? 'ts' : 'mjs'}`;
   const body = ts
     ? `import { defineJob } from 'cluster-cron';\ninterface Out { n: number }\nexport default defineJob({ schedule: ${schedule}, catchUp: '1m', async run(): Promise<Out> { return { n: ${i} }; } });\n`
@@ -196,7 +203,7 @@ try {
     process.stdout.write(` [load ${load()}]\n`);
   }
   const summary = {
-    files, ts: tsCount, mjs: files - tsCount, schedule: flags.schedule, hung, loadTimeout: loadTimeout ?? null, rounds,
+    files, ts: tsCount, mjs: files - tsCount, schedule: flags.spread ? 'spread' : flags.schedule, hung, loadTimeout: loadTimeout ?? null, rounds,
     helpMs: stats(help), nodeBareMs: stats(bare),
     validateMs: stats(validate),
     daemonStartMs: stats(daemon),

@@ -136,18 +136,20 @@ export function pausePlan(plan: ReconcilePlan, pausedAt: number): ReconcilePlan 
 export async function anchors(runs: RunStore, jobStore: JobStore, jobs: Job[], now: Date, fresh: 'next' | 'catch-up'): Promise<Map<string, { through: number; known: boolean }>> {
   const known = await jobStore.get(jobs.map((j) => j.name));
   const out = new Map<string, { through: number; known: boolean }>();
-  await Promise.all(jobs.map(async (job) => {
+  const unknown: Job[] = [];
+  for (const job of jobs) {
     const through = known.get(job.name)?.reconciledThrough;
-    if (through !== null && through !== undefined) {
-      out.set(job.name, { through, known: true });
-      return;
-    }
-    const latest = await runs.latestPeriod(job.name);
-    const anchor = latest !== null ? Math.min(latest, now.getTime())
+    if (through !== null && through !== undefined) out.set(job.name, { through, known: true });
+    else unknown.push(job);
+  }
+  const latestOf = unknown.length > 0 ? await runs.latestPeriods(unknown.map((j) => j.name)) : new Map<string, number>();
+  for (const job of unknown) {
+    const latest = latestOf.get(job.name);
+    const anchor = latest !== undefined ? Math.min(latest, now.getTime())
       : fresh === 'next' ? (latestPeriodAtOrBefore(job.schedule, now)?.getTime() ?? now.getTime())
         : now.getTime() - job.catchUpMs - 1;
     out.set(job.name, { through: anchor, known: false });
-  }));
+  }
   return out;
 }
 

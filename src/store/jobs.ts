@@ -53,8 +53,10 @@ export class KnexJobStore implements JobStore {
 
   async declare(jobs: Array<{ name: string; reconciledThrough: number | null }>): Promise<Map<string, JobRecord>> {
     for (let i = 0; i < jobs.length; i += CHUNK) {
+      // One expression of the store's clock for the chunk's rows (not two objects a row).
+      const now = this.db.nowRaw();
       const rows = jobs.slice(i, i + CHUNK).map((j) => ({
-        name: j.name, first_seen_at: this.db.nowRaw(), seen_at: this.db.nowRaw(), reconciled_through: j.reconciledThrough,
+        name: j.name, first_seen_at: now, seen_at: now, reconciled_through: j.reconciledThrough,
       }));
       await this.db.wrap('declare jobs', () => this.db.dialect.insertMissing(this.knex, JOBS_TABLE, rows, ['name']));
     }
