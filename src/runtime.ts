@@ -6,7 +6,6 @@ import { LockUnavailableError } from './errors.js';
 import { Claimer } from './claim/claim.js';
 import type { LockProvider } from './claim/lock.js';
 import { NoLockProvider } from './claim/no-lock.js';
-import { RedlockProvider } from './claim/redlock-provider.js';
 import type { Logger } from './log.js';
 import { Executor } from './run/execute.js';
 import { PeriodRunner } from './run/period.js';
@@ -63,14 +62,19 @@ export async function openStore(config: Config): Promise<RunStore> {
   return new KnexRunStore(db, true);
 }
 
-export function createLockProvider(config: Config, log: Logger): LockProvider {
+/** ioredis and redlock are loaded only when Redis is configured. */
+export async function createLockProvider(config: Config, log: Logger): Promise<LockProvider> {
   if (config.redis.length === 0) return new NoLockProvider();
+  const { RedlockProvider } = await import('./claim/redlock-provider.js');
   return new RedlockProvider({ urls: config.redis, prefix: config.redisPrefix, log });
 }
 
 export async function openRuntime(config: Config, log: Logger, events: EventBus = new EventBus(log)): Promise<Runtime> {
   const stores = await openStores(config);
-  const lock = createLockProvider(config, log);
+  const lock = await createLockProvider(config, log).catch(async (err: unknown) => {
+    await stores.close().catch(() => {});
+    throw err;
+  });
   let lockDown: LockUnavailableError | undefined;
   try {
     await lock.connect();

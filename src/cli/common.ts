@@ -1,9 +1,13 @@
-/** What every command shares: the common flags, configuration, logger, loading jobs, printing. */
+/**
+ * What every command shares: the common flags, configuration, logger, loading jobs, printing.
+ * Only commander is loaded with it: the configuration (zod), the logger (pino) and the job loader
+ * (jiti) are imported when a command's action first needs them, so that `--help` loads none of them.
+ */
 import { Command, Option } from 'commander';
-import { loadConfig, type Config, type ConfigFlags } from '../config/config.js';
+import type { Config, ConfigFlags } from '../config/config.js';
 import { SchedulerError } from '../errors.js';
-import { loadJobs, type LoadedJobs } from '../jobs/load.js';
-import { createLogger, type Logger } from '../log.js';
+import type { LoadedJobs } from '../jobs/load.js';
+import type { Logger } from '../log.js';
 
 export interface CommonOptions {
   config?: string;
@@ -43,16 +47,15 @@ export function withCommonOptions(cmd: Command, opts: { json?: boolean } = { jso
   return cmd;
 }
 
-export function configFrom(options: CommonOptions, extra: ConfigFlags = {}): Config {
-  return loadConfig({
-    flags: {
-      config: options.config, jobsDir: options.jobs, store: options.store, redis: options.redis,
-      redisPrefix: options.redisPrefix, nodeId: options.nodeId, timezone: options.timezone,
-      logLevel: options.logLevel, gracePeriod: options.gracePeriod, retention: options.retention,
-      loadTimeout: options.loadTimeout, isolation: options.isolation, maxResultSize: options.maxResultSize,
-      http: options.http, alertWebhook: options.alertWebhook, ...extra,
-    },
-  });
+/** The flags of the configuration, from the command's options (see loadConfig). */
+export function configFlags(options: CommonOptions, extra: ConfigFlags = {}): ConfigFlags {
+  return {
+    config: options.config, jobsDir: options.jobs, store: options.store, redis: options.redis,
+    redisPrefix: options.redisPrefix, nodeId: options.nodeId, timezone: options.timezone,
+    logLevel: options.logLevel, gracePeriod: options.gracePeriod, retention: options.retention,
+    loadTimeout: options.loadTimeout, isolation: options.isolation, maxResultSize: options.maxResultSize,
+    http: options.http, alertWebhook: options.alertWebhook, ...extra,
+  };
 }
 
 export interface Setup {
@@ -60,13 +63,15 @@ export interface Setup {
   log: Logger;
 }
 
-export function setup(options: CommonOptions, destination: 'stdout' | 'stderr' = 'stderr', opts: { daemon?: boolean } = {}): Setup {
-  const config = configFrom(options);
+export async function setup(options: CommonOptions, destination: 'stdout' | 'stderr' = 'stderr', opts: { daemon?: boolean } = {}): Promise<Setup> {
+  const [{ loadConfig }, { createLogger }] = await Promise.all([import('../config/config.js'), import('../log.js')]);
+  const config = loadConfig({ flags: configFlags(options) });
   const log = createLogger(config.logLevel, destination, { node: config.nodeId }, opts);
   return { config, log };
 }
 
 export async function jobsOf(config: Config): Promise<LoadedJobs> {
+  const { loadJobs } = await import('../jobs/load.js');
   return loadJobs(config.jobsDir, config.timezone, { timeoutMs: config.loadTimeoutMs, defaults: { isolation: config.isolation } });
 }
 

@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { SchedulerError, errorMessage } from '../errors.js';
-import { openStores } from '../runtime.js';
+import { openStores } from './lazy.js';
 import { RUN_STATUSES, type RunStatus } from '../store/types.js';
 import type { Config } from '../config/config.js';
 import type { RunRecord } from '../store/types.js';
@@ -22,7 +22,7 @@ export function historyCommand(program: Command): void {
       if (options.status !== undefined && !RUN_STATUSES.includes(options.status as RunStatus)) {
         throw new SchedulerError('E_USAGE', `invalid --status ${options.status}: expected one of ${RUN_STATUSES.join(', ')}`);
       }
-      const { config } = setup(options);
+      const { config } = await setup(options);
       const stores = await openStores(config);
       const store = stores.store;
       try {

@@ -1,7 +1,7 @@
 /** `keys`: ctx.once's keys, for audits: key, status, attempts made, first and last run, result or error. */
 import type { Command } from 'commander';
 import { UsageError } from '../errors.js';
-import { openStores } from '../runtime.js';
+import { openStores } from './lazy.js';
 import { ONCE_STATUSES, type OnceRecord, type OnceStatus } from '../store/types.js';
 import { parseCount, print, setup, table, withCommonOptions, type CommonOptions } from './common.js';
 
@@ -46,7 +46,7 @@ export function keysCommand(program: Command): void {
       if (options.status !== undefined && !ONCE_STATUSES.includes(options.status as OnceStatus)) {
         throw new UsageError(`invalid --status ${options.status}: expected one of ${ONCE_STATUSES.join(', ')}`);
       }
-      const { config } = setup(options);
+      const { config } = await setup(options);
       const stores = await openStores(config);
       let keys: OnceRecord[];
       try {

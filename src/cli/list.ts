@@ -1,6 +1,5 @@
 import type { Command } from 'commander';
-import { openStores } from '../runtime.js';
-import { nextPeriods } from '../time/schedule.js';
+import { openStores } from './lazy.js';
 import { formatDuration } from '../time/duration.js';
 import { EXIT } from './exit.js';
 import { truncate } from '../time/display.js';
@@ -16,8 +15,9 @@ export function listCommand(program: Command): void {
       const count = parseCount('-n', options.count);
       // The table shows one next period per job, or all of them when -n was asked for.
       const allInTable = cmd.getOptionValueSource('count') === 'cli';
-      const { config } = setup(options);
+      const { config } = await setup(options);
       const { jobs, invalid } = await jobsOf(config);
+      const { nextPeriods } = await import('../time/schedule.js');
       const stores = await openStores(config);
       let last;
       let paused;

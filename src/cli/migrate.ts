@@ -1,13 +1,13 @@
 import type { Command } from 'commander';
 import { redactUrl } from '../config/redact.js';
-import { openStore } from '../runtime.js';
+import { openStore } from './lazy.js';
 import { print, setup, withCommonOptions, type CommonOptions } from './common.js';
 
 export function migrateCommand(program: Command): void {
   withCommonOptions(program.command('migrate'))
     .description('create or upgrade the tables (run and run-once also do this at start)')
     .action(async (options: CommonOptions) => {
-      const { config } = setup(options);
+      const { config } = await setup(options);
       const store = await openStore(config);
       await store.close();
       const shown = redactUrl(config.store.url);

@@ -1,8 +1,6 @@
 import type { Command } from 'commander';
 import { SchedulerError } from '../errors.js';
 import { INSTANT_EXPECTED, parseInstant } from '../time/instant.js';
-import { describePeriods, expandNickname, periodKey } from '../time/schedule.js';
-import { jitterDelayMs } from '../time/jitter.js';
 import { MAX_COUNT, jobsOf, parseCount, print, setup, table, withCommonOptions, type CommonOptions } from './common.js';
 
 export function nextCommand(program: Command): void {
@@ -19,8 +17,9 @@ export function nextCommand(program: Command): void {
         if (!parsed) throw new SchedulerError('E_USAGE', `invalid --from ${options.from}: expected ${INSTANT_EXPECTED}`);
         from = parsed;
       }
-      const { config } = setup(options);
+      const { config } = await setup(options);
       const { jobs, invalid } = await jobsOf(config);
+      const [{ describePeriods, expandNickname, periodKey }, { jitterDelayMs }] = await Promise.all([import('../time/schedule.js'), import('../time/jitter.js')]);
       const job = jobs.find((j) => j.name === name);
       if (!job) throw unknownJob(name, jobs.map((j) => j.name), invalid);
       // A jittered job: when each period's body starts (its instant + the delay derived from its key).

@@ -1,7 +1,7 @@
 /** `nodes`: the live and recently stopped nodes, from the nodes table. */
 import type { Command } from 'commander';
 import { formatAge, formatOffset, nodeView, stateText } from '../nodes/view.js';
-import { openStores } from '../runtime.js';
+import { openStores } from './lazy.js';
 import type { ListedNode } from '../store/types.js';
 import { print, setup, table, withCommonOptions, type CommonOptions } from './common.js';
 
@@ -15,7 +15,7 @@ export function nodesCommand(program: Command): void {
   withCommonOptions(program.command('nodes'))
     .description('the live and recently stopped nodes (last 24 h): id, host, pid, version, started, last heartbeat, runs in flight, clock offset to the store')
     .action(async (options: CommonOptions) => {
-      const { config } = setup(options);
+      const { config } = await setup(options);
       const stores = await openStores(config);
       let nodes: ListedNode[];
       try {

@@ -12,7 +12,7 @@
 import type { Command } from 'commander';
 import { SchedulerError, UsageError, errorMessage } from '../errors.js';
 import type { LoadedJobs } from '../jobs/load.js';
-import { openStores } from '../runtime.js';
+import { openStores } from './lazy.js';
 import type { JobStore } from '../store/types.js';
 import type { Config } from '../config/config.js';
 import { jobsOf, print, setup, withCommonOptions, type CommonOptions } from './common.js';
@@ -81,7 +81,7 @@ Exit: 0 resumed (or was not paused), 2 unknown job, 4 store unreachable.`)
 }
 
 async function change(name: string, options: CommonOptions, pause: boolean, reason: string | null): Promise<void> {
-  const { config } = setup(options);
+  const { config } = await setup(options);
   const folder = await readFolder(config);
   const stores = await openStores(config);
   let report: PauseReport;

@@ -2,7 +2,7 @@
 import type { Command } from 'commander';
 import { ConfigError, UsageError } from '../errors.js';
 import { checkRetention, retentionRefusal } from '../run/retention.js';
-import { openStores } from '../runtime.js';
+import { openStores } from './lazy.js';
 import { DURATION_EXPECTED, formatDuration, parseDuration } from '../time/duration.js';
 import { jobsOf, print, setup, withCommonOptions, type CommonOptions } from './common.js';
 
@@ -23,7 +23,7 @@ export function pruneCommand(program: Command): void {
         olderThanMs = parseDuration(options.olderThan);
         if (olderThanMs === undefined) throw new UsageError(`invalid --older-than ${options.olderThan}: expected ${DURATION_EXPECTED}`);
       }
-      const { config, log } = setup(options);
+      const { config, log } = await setup(options);
       const dryRun = options.dryRun === true;
       const source = olderThanMs !== undefined ? '--older-than' : 'retention';
       olderThanMs ??= config.retentionMs ?? undefined;

@@ -5,12 +5,11 @@
 import type { Command } from 'commander';
 import { RefusedError, SchedulerError } from '../errors.js';
 import type { Job } from '../jobs/types.js';
-import { openRuntime, openStores, type Runtime } from '../runtime.js';
-import { Executor, type AttemptResult } from '../run/execute.js';
-import { dryRunPass, parsePeriod, runManual, runPass } from '../run/pass.js';
+import type { Runtime } from '../runtime.js';
+import { openRuntime, openStores } from './lazy.js';
+import type { AttemptResult } from '../run/execute.js';
 import type { PeriodResult } from '../run/period.js';
 import { EXIT } from './exit.js';
-import { attachAlerts } from '../alerts/index.js';
 import { jobsOf, print, setup, table, withCommonOptions, type CommonOptions } from './common.js';
 import { unknownJob } from './next.js';
 import { durationText } from './views.js';
@@ -55,7 +54,11 @@ Examples:
       }
       const shard = options.shard === undefined ? undefined : /^\d+$/.test(options.shard) ? Number(options.shard) : NaN;
       if (options.force && names.length === 0) throw new SchedulerError('E_USAGE', '--force only applies to named jobs: run-once <job> --force (a paused job), run-once <job> --period <ISO> --force');
-      const { config, log } = setup(options);
+      const { config, log } = await setup(options);
+      // The run machinery only once the flags are known good (see common.ts).
+      const [{ Executor }, { dryRunPass, parsePeriod, runPass }, { attachAlerts }] = await Promise.all([
+        import('../run/execute.js'), import('../run/pass.js'), import('../alerts/index.js'),
+      ]);
       const { jobs, invalid } = await jobsOf(config);
       for (const f of invalid) for (const p of f.problems) log.error(p);
       const selected: Job[] = [];
@@ -133,6 +136,7 @@ function collect(report: Report, results: PeriodResult[]): void {
 }
 
 async function manual(rt: Runtime, jobs: Job[], period: Date | undefined, force: boolean, report: Report, shard?: number): Promise<void> {
+  const { runManual } = await import('../run/pass.js');
   await Promise.all(jobs.map(async (job) => {
     try {
       report.runs.push(...(await runManual(rt, job, period, force, shard)));

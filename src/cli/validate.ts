@@ -6,7 +6,7 @@ export function validateCommand(program: Command): void {
   withCommonOptions(program.command('validate'))
     .description('load the configuration and every job file; print one line per problem')
     .action(async (options: CommonOptions) => {
-      const { config } = setup(options);
+      const { config } = await setup(options);
       const { jobs, invalid } = await jobsOf(config);
       const problems = invalid.flatMap((f) => f.problems);
       print(options.json, { valid: problems.length === 0, jobs: jobs.map((j) => j.name), problems: invalid }, () =>

@@ -148,14 +148,15 @@ function oneFilePerTurn(importer: JobImporter): JobImporter {
 
 export class Reloader {
   private current: Config;
-  private jobs: Array<{ job: Job; fp: Record<string, string> }>;
+  /** The jobs scheduled now, each with the content hash of its file as imported (the fingerprint is made when a reload compares). */
+  private jobs: Array<{ job: Job; code: string | null }>;
   private running: Promise<void> | undefined;
   private again = false;
   private stopped = false;
 
   constructor(private readonly options: ReloaderOptions) {
     this.current = options.config;
-    this.jobs = options.jobs.map((job) => ({ job, fp: jobFingerprint(job, codeOf(job)) }));
+    this.jobs = options.jobs.map((job) => ({ job, code: codeOf(job) }));
   }
 
   /** The configuration in force (the gracePeriod of a shutdown is read from here). */
@@ -222,9 +223,10 @@ export class Reloader {
     }
     if (this.stopped) return;
 
-    const after = loaded.jobs.map((job) => ({ job, fp: jobFingerprint(job, codeOf(job)) }));
+    const after = loaded.jobs.map((job) => ({ job, code: codeOf(job) }));
     const invalidFiles = new Set(loaded.invalid.map((f) => f.file));
-    const diff = diffJobs(this.jobs, after, invalidFiles);
+    const fingerprinted = (jobs: Array<{ job: Job; code: string | null }>) => jobs.map(({ job, code }) => ({ job, fp: jobFingerprint(job, code) }));
+    const diff = diffJobs(fingerprinted(this.jobs), fingerprinted(after), invalidFiles);
     const jobsChanged = diff.added.length + diff.removed.length + diff.changed.length > 0;
     if (jobsChanged) await this.options.replaceJobs(diff.next);
     if (this.stopped) return;
@@ -236,7 +238,8 @@ export class Reloader {
     const live = changed(LIVE);
     const atRestart = changed(AT_RESTART);
     this.current = { ...config, maxResultBytes: previous.maxResultBytes };
-    this.jobs = diff.next.map((job) => after.find((a) => a.job === job) ?? this.jobs.find((b) => b.job === job)!);
+    const entries = new Map([...this.jobs, ...after].map((e) => [e.job, e]));
+    this.jobs = diff.next.map((job) => entries.get(job)!);
 
     for (const job of diff.added) log.info({ job: job.name, file: job.file, schedule: job.schedule.expression, timezone: job.timezone }, `job added: ${job.name} (${job.file}, '${job.schedule.expression}' ${job.timezone})`);
     for (const job of diff.removed) log.info({ job: job.name, file: job.file }, `job removed: ${job.name} (${job.file}); its runs in flight go on to their end`);

@@ -220,8 +220,8 @@ export class Scheduler {
     const { takeover, reconciler, log } = this.options;
     try {
       const now = this.now();
-      const jobs = new Map(this.states.map((s) => [s.job.name, s.job]));
-      const started = await takeover.safeSweep(jobs, { takeover: now.getTime() >= this.quietUntil && !this.storeDown });
+      const { jobs, byName } = this.sweptJobs();
+      const started = await takeover.safeSweep(byName, { takeover: now.getTime() >= this.quietUntil && !this.storeDown });
       if (started === null) {
         if (!this.storeDown) this.events.emit({ type: 'store', state: 'down', ...(takeover.lastError ? { error: takeover.lastError } : {}) });
         this.storeError = takeover.lastError;
@@ -239,7 +239,7 @@ export class Scheduler {
       }
       for (const p of started) this.track(p);
       if (this.stopped) return;
-      const result = await reconciler.reconcile(this.states.map((s) => s.job), { upTo: new Date(now.getTime() - RECONCILE_MARGIN_MS), now });
+      const result = await reconciler.reconcile(jobs, { upTo: new Date(now.getTime() - RECONCILE_MARGIN_MS), now });
       for (const p of result.ran) this.track(p);
       await reconciler.flush();
     } catch (err) {
@@ -248,6 +248,17 @@ export class Scheduler {
       this.sweeping = false;
     }
   }
+
+  /** The jobs of `states` as the sweep reads them, made again only when `states` is replaced (not every second). */
+  private sweptJobs(): { jobs: Job[]; byName: Map<string, Job> } {
+    if (this.swept?.states !== this.states) {
+      const jobs = this.states.map((s) => s.job);
+      this.swept = { states: this.states, jobs, byName: new Map(jobs.map((j) => [j.name, j])) };
+    }
+    return this.swept;
+  }
+
+  private swept: { states: JobState[]; jobs: Job[]; byName: Map<string, Job> } | undefined;
 
   private track(p: Promise<unknown>): void {
     this.tracked.add(p);

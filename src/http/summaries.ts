@@ -1,8 +1,9 @@
 /**
  * Cluster-wide facts of the jobs (last success, failures and missed periods in 24 h, paused), read
  * from the store in the background so that a scrape or a page view sends no statement: any node's
- * answer tells the cluster's truth, at most a refresh old. Three statements per refresh, whatever the
- * number of jobs: RunStore.jobSummaries, JobStore.paused and OnceStore.retried.
+ * answer tells the cluster's truth, at most a refresh old while someone looks (see
+ * SUMMARY_UNWATCHED_MS). Three statements per refresh, whatever the number of jobs:
+ * RunStore.jobSummaries, JobStore.paused and OnceStore.retried.
  */
 import { errorMessage } from '../errors.js';
 import type { Logger } from '../log.js';
@@ -10,6 +11,13 @@ import type { JobStore, JobSummary, OnceStore, RunStore } from '../store/types.j
 
 export const SUMMARY_EVERY_MS = 5000;
 export const SUMMARY_WINDOW_MS = 86_400_000;
+/**
+ * While nobody looks (no page view, API call or scrape within this long), the figures are read this
+ * rarely: the statement's cost grows with the jobs (10,000 jobs: about 60 ms of an SQLite node's CPU,
+ * which every 5 s was most of an idle node's), and nothing shows them meanwhile. The first look
+ * after a quiet spell gets figures up to this old and asks for fresh ones at once.
+ */
+export const SUMMARY_UNWATCHED_MS = 60_000;
 
 export interface SummaryCacheOptions {
   store: RunStore;
@@ -23,23 +31,54 @@ export interface SummaryCacheOptions {
 }
 
 export class SummaryCache {
-  summaries = new Map<string, JobSummary>();
-  paused = new Map<string, { reason: string | null; pausedAt: number }>();
-  /** ctx.once keys (not expired) whose fn was started more than once. */
-  onceRetried = 0;
+  private figures = {
+    summaries: new Map<string, JobSummary>(),
+    paused: new Map<string, { reason: string | null; pausedAt: number }>(),
+    onceRetried: 0,
+  };
   /** When the figures were read (store clock, epoch ms); null before the first read. */
   readAt: number | null = null;
   private timer: NodeJS.Timeout | undefined;
   private inFlight: Promise<void> | null = null;
   private again = false;
   private failing = false;
+  /** When the figures were last looked at (performance.now()). */
+  private lastLook = -Infinity;
 
   constructor(private readonly options: SummaryCacheOptions) {}
 
+  get summaries(): Map<string, JobSummary> {
+    this.looked();
+    return this.figures.summaries;
+  }
+
+  get paused(): Map<string, { reason: string | null; pausedAt: number }> {
+    this.looked();
+    return this.figures.paused;
+  }
+
+  /** ctx.once keys (not expired) whose fn was started more than once. */
+  get onceRetried(): number {
+    this.looked();
+    return this.figures.onceRetried;
+  }
+
   start(): void {
     void this.refresh();
-    this.timer = setInterval(() => void this.refresh(), this.options.everyMs ?? SUMMARY_EVERY_MS);
+    const everyMs = this.options.everyMs ?? SUMMARY_EVERY_MS;
+    this.timer = setInterval(() => {
+      const now = performance.now();
+      if (now - this.lastLook < SUMMARY_UNWATCHED_MS || now - this.lastReadStart >= SUMMARY_UNWATCHED_MS) void this.refresh();
+    }, everyMs);
     this.timer.unref();
+  }
+
+  /** A look after a quiet spell (figures older than one refresh): fresh figures are read now, for the next look. */
+  private looked(): void {
+    const now = performance.now();
+    const quiet = now - this.lastLook >= SUMMARY_UNWATCHED_MS;
+    this.lastLook = now;
+    if (quiet && this.timer && now - this.lastReadStart >= (this.options.everyMs ?? SUMMARY_EVERY_MS)) void this.refresh();
   }
 
   stop(): void {
@@ -88,9 +127,7 @@ export class SummaryCache {
     this.lastReadStart = performance.now();
     try {
       const [summaries, paused, retried] = await Promise.all([store.jobSummaries(at - SUMMARY_WINDOW_MS), jobStore.paused(), onceStore ? onceStore.retried() : 0]);
-      this.summaries = summaries;
-      this.onceRetried = retried;
-      this.paused = paused;
+      this.figures = { summaries, paused, onceRetried: retried };
       this.readAt = at;
       if (this.failing) log.info('job summaries read again from the store');
       this.failing = false;

@@ -5,7 +5,8 @@
  * as YAML 1.2 (core schema: `yes`/`on` stay strings, no timestamps), one document, unique keys.
  */
 import { extname } from 'node:path';
-import YAML from 'yaml';
+import { createRequire } from 'node:module';
+import type * as YamlModule from 'yaml';
 
 /** Job files that hold data, not code: they can define only a command job. */
 export const DATA_EXTENSIONS: ReadonlySet<string> = new Set(['.json', '.yaml', '.yml']);
@@ -67,7 +68,11 @@ function firstBadOffset(text: string): number | null {
   return lo - 1;
 }
 
+/** yaml, loaded with the first .yaml job file (a folder without one never loads it). */
+let yaml: typeof YamlModule | undefined;
+
 function parseYaml(text: string): unknown {
+  const YAML = (yaml ??= createRequire(import.meta.url)('yaml') as typeof YamlModule);
   const docs = YAML.parseAllDocuments(text, { uniqueKeys: true, prettyErrors: true });
   const list = Array.isArray(docs) ? docs : [docs];
   for (const doc of list) {
@@ -93,8 +98,9 @@ function parseYaml(text: string): unknown {
 }
 
 /** Where the first alias that names no anchor is. */
-function unresolvedAlias(doc: YAML.Document.Parsed, text: string): { line: number; column: number } | null {
+function unresolvedAlias(doc: YamlModule.Document.Parsed, text: string): { line: number; column: number } | null {
   let at: number | null = null;
+  const YAML = yaml!;
   YAML.visit(doc, {
     Alias(_, node) {
       if (node.resolve(doc) !== undefined || !node.range) return undefined;

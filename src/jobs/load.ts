@@ -13,7 +13,7 @@ import { ConfigError, errorMessage } from '../errors.js';
 import { formatDuration } from '../time/duration.js';
 import { createJobImporter, defaultExportOf } from './importer.js';
 import type { InvalidJobFile, Job } from './types.js';
-import { validateJob, type JobFieldDefaults } from './validate.js';
+import { validateJob, type JobFieldDefaults, type ScheduleCache } from './validate.js';
 
 const EXTENSIONS = new Set(['.ts', '.mts', '.js', '.mjs', '.json', '.yaml', '.yml']);
 /** Tooling files a jobs folder with dependencies of its own may hold: not job files, whatever their extension. */
@@ -98,6 +98,7 @@ export async function loadJobFiles(files: string[], defaultTimezone: string, cwd
   const jobs: Job[] = [];
   const invalid: InvalidJobFile[] = [];
   const byName = new Map<string, string>();
+  const schedules: ScheduleCache = new Map();
   files.forEach((file, i) => {
     const where = shown(file);
     const result = results[i]!;
@@ -118,7 +119,7 @@ export async function loadJobFiles(files: string[], defaultTimezone: string, cwd
       invalid.push({ file: where, problems: [withHook.problem] });
       return;
     }
-    const { job, problems } = validateJob(where, withHook.exported, defaultTimezone, options.defaults, file);
+    const { job, problems } = validateJob(where, withHook.exported, defaultTimezone, options.defaults, file, schedules);
     if (!job) {
       invalid.push({ file: where, problems });
       return;

@@ -45,8 +45,17 @@ function show(value: unknown): string {
   }
 }
 
-/** `path`: the file as loaded, when `file` (as shown) is relative to another folder than the working directory. */
-export function validateJob(file: string, exported: unknown, defaultTimezone: string, defaults: JobFieldDefaults = {}, path: string = file): { job?: Job; problems: string[] } {
+/**
+ * Compiled schedules by zone and expression, shared by the jobs of one load: a schedule is an
+ * immutable value, and many jobs have the same (compiling one is most of a job's validation).
+ */
+export type ScheduleCache = Map<string, Schedule>;
+
+/**
+ * `path`: the file as loaded, when `file` (as shown) is relative to another folder than the working
+ * directory. `schedules`: compiled schedules to reuse and add to (see ScheduleCache).
+ */
+export function validateJob(file: string, exported: unknown, defaultTimezone: string, defaults: JobFieldDefaults = {}, path: string = file, schedules?: ScheduleCache): { job?: Job; problems: string[] } {
   const where = file;
   const data = DATA_EXTENSIONS.has(extname(file).toLowerCase());
   const problems: string[] = [];
@@ -83,7 +92,12 @@ export function validateJob(file: string, exported: unknown, defaultTimezone: st
     bad('schedule', def.schedule, "a cron expression of 5 fields (minute hour day month weekday) or 6 (seconds first), such as '0 2 * * *', or a nickname such as '@daily'");
   } else if (isValidTimezone(timezone)) {
     try {
-      schedule = compileSchedule(def.schedule, timezone);
+      const key = `${timezone} ${def.schedule}`;
+      schedule = schedules?.get(key);
+      if (!schedule) {
+        schedule = compileSchedule(def.schedule, timezone);
+        schedules?.set(key, schedule);
+      }
     } catch (err) {
       bad('schedule', def.schedule, `a valid cron expression (${(err as Error).message})`);
     }

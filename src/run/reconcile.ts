@@ -21,7 +21,7 @@ import { errorMessage } from '../errors.js';
 import type { Job, Trigger } from '../jobs/types.js';
 import type { Logger } from '../log.js';
 import type { JobStore, PeriodRange, RunStore, SkipReason } from '../store/types.js';
-import { latestPeriodAtOrBefore, periodKey, periodsAfter } from '../time/schedule.js';
+import { latestPeriodAtOrBefore, nextPeriodAfter, periodKey, periodsAfter, type Schedule } from '../time/schedule.js';
 import type { PeriodResult, PeriodRunner } from './period.js';
 
 /** At most this many periods older than catchUp are recorded per job and sweep (a long outage takes several sweeps). */
@@ -136,18 +136,20 @@ export function pausePlan(plan: ReconcilePlan, pausedAt: number): ReconcilePlan 
 export async function anchors(runs: RunStore, jobStore: JobStore, jobs: Job[], now: Date, fresh: 'next' | 'catch-up'): Promise<Map<string, { through: number; known: boolean }>> {
   const known = await jobStore.get(jobs.map((j) => j.name));
   const out = new Map<string, { through: number; known: boolean }>();
-  await Promise.all(jobs.map(async (job) => {
+  const unknown: Job[] = [];
+  for (const job of jobs) {
     const through = known.get(job.name)?.reconciledThrough;
-    if (through !== null && through !== undefined) {
-      out.set(job.name, { through, known: true });
-      return;
-    }
-    const latest = await runs.latestPeriod(job.name);
-    const anchor = latest !== null ? Math.min(latest, now.getTime())
+    if (through !== null && through !== undefined) out.set(job.name, { through, known: true });
+    else unknown.push(job);
+  }
+  const latestOf = unknown.length > 0 ? await runs.latestPeriods(unknown.map((j) => j.name)) : new Map<string, number>();
+  for (const job of unknown) {
+    const latest = latestOf.get(job.name);
+    const anchor = latest !== undefined ? Math.min(latest, now.getTime())
       : fresh === 'next' ? (latestPeriodAtOrBefore(job.schedule, now)?.getTime() ?? now.getTime())
         : now.getTime() - job.catchUpMs - 1;
     out.set(job.name, { through: anchor, known: false });
-  }));
+  }
   return out;
 }
 
@@ -192,6 +194,18 @@ export class Reconciler {
   private readonly catchingUp = new Set<string>();
   /** Disabled jobs of this node: their anchors follow now, they are not declared seen. */
   private readonly idle = new Set<string>();
+  /** Per job: the anchor as the jobs table has it from this node (declared, or last flushed). */
+  private readonly flushed = new Map<string, number>();
+  /** Per job: its first period after its anchor (`from`), for the schedule it was computed with. */
+  private readonly firstAfter = new Map<string, { schedule: Schedule; from: number; next: number }>();
+  /** Changes whenever an anchor moves or a job is declared, forgotten or caught up: what `quiet` depends on. */
+  private changes = 0;
+  /**
+   * After a sweep over `jobs` that found nothing to look at: the earliest first period after an
+   * anchor among them. Until upTo reaches it, and while nothing changed, a sweep over the same jobs
+   * has nothing to do (a node of 10,000 yearly jobs looks at none of them, every second).
+   */
+  private quiet: { jobs: readonly Job[]; changes: number; until: number } | undefined;
 
   constructor(
     private readonly runs: RunStore,
@@ -215,8 +229,11 @@ export class Reconciler {
     const from = await anchors(this.runs, this.jobs, jobs, now, fresh);
     const rows = await this.jobs.declare(jobs.map((j) => ({ name: j.name, reconciledThrough: from.get(j.name)!.through })));
     for (const job of jobs) {
-      const through = rows.get(job.name)?.reconciledThrough ?? from.get(job.name)!.through;
+      const stored = rows.get(job.name)?.reconciledThrough;
+      const through = stored ?? from.get(job.name)!.through;
       this.through.set(job.name, Math.max(through, this.through.get(job.name) ?? -Infinity));
+      this.changes++;
+      if (stored !== null && stored !== undefined) this.flushed.set(job.name, stored);
     }
     this.lastFlush = Date.now();
   }
@@ -226,7 +243,12 @@ export class Reconciler {
    * this node, so that the cluster recognises them removed once no node has them.
    */
   forget(names: string[]): void {
-    for (const name of names) this.through.delete(name);
+    for (const name of names) {
+      this.through.delete(name);
+      this.flushed.delete(name);
+      this.firstAfter.delete(name);
+    }
+    this.changes++;
   }
 
   /**
@@ -245,18 +267,33 @@ export class Reconciler {
     const out: ReconcileResult = { ran: [], missed: 0, coalesced: 0 };
     const now = options.now.getTime();
     const upTo = options.upTo.getTime();
-    const work = jobs.flatMap((job) => {
+    const quiet = this.quiet;
+    if (quiet && quiet.jobs === jobs && quiet.changes === this.changes && upTo < quiet.until) return out;
+    const changes = this.changes;
+    let earliest = Infinity;
+    const work: Array<{ job: Job; w: ReconcileWindow; periods: PeriodsToCheck }> = [];
+    for (const job of jobs) {
       const from = this.through.get(job.name);
-      if (from === undefined || from >= upTo || this.catchingUp.has(job.name)) return [];
+      if (from === undefined || this.catchingUp.has(job.name)) continue;
+      // Most jobs at most sweeps: no period between the anchor and upTo, so nothing to look at, and
+      // the anchor may stay where it is (it says the same: every period at or before upTo has a row).
+      const first = this.firstPeriodAfter(job, from);
+      if (first > upTo) {
+        earliest = Math.min(earliest, first);
+        continue;
+      }
       const w: ReconcileWindow = { fromExclusive: from, upTo, now };
       const periods = periodsToCheck(job, w);
       if (periods.old.length === 0 && periods.recent.length === 0) {
         this.setThrough(job.name, upTo);
-        return [];
+        continue;
       }
-      return [{ job, w, periods }];
-    });
-    if (work.length === 0) return out;
+      work.push({ job, w, periods });
+    }
+    if (work.length === 0) {
+      if (changes === this.changes) this.quiet = { jobs, changes, until: earliest };
+      return out;
+    }
     const rows = await this.runs.rowsInRanges(work.flatMap(({ job, periods }) => rangesOf(job.name, periods, job.shards)));
     const plans = work.map(({ job, w, periods }) => ({ job, plan: planReconcile(job, w, periods, rows.get(job.name) ?? new Set()) }));
     // Pauses are read only when a period has no row (rare: the claims record paused periods
@@ -301,6 +338,7 @@ export class Reconciler {
    */
   private async runInOrder(job: Job, periods: Date[], upTo: number, options: ReconcileOptions): Promise<PeriodResult[]> {
     this.catchingUp.add(job.name);
+    this.changes++;
     const results: PeriodResult[] = [];
     const latestDue = latestPeriodAtOrBefore(job.schedule, new Date(upTo))?.getTime();
     try {
@@ -314,6 +352,7 @@ export class Reconciler {
       }
     } finally {
       this.catchingUp.delete(job.name);
+      this.changes++;
     }
     return results;
   }
@@ -328,15 +367,29 @@ export class Reconciler {
     return n;
   }
 
+  /** The first period of `job` after `from` (epoch ms; Infinity when there is none), kept until the anchor or the schedule changes. */
+  private firstPeriodAfter(job: Job, from: number): number {
+    const kept = this.firstAfter.get(job.name);
+    if (kept && kept.from === from && kept.schedule === job.schedule) return kept.next;
+    const next = nextPeriodAfter(job.schedule, new Date(from))?.getTime() ?? Infinity;
+    this.firstAfter.set(job.name, { schedule: job.schedule, from, next });
+    return next;
+  }
+
   /** Moves a known anchor forward; a job forgotten meanwhile (a reload removed it during a sweep) stays forgotten. */
   private setThrough(job: string, through: number): void {
     const known = this.through.get(job);
-    if (known !== undefined && through > known) this.through.set(job, through);
+    if (known !== undefined && through > known) {
+      this.through.set(job, through);
+      this.changes++;
+    }
   }
 
   /**
    * Writes this node's anchors to the jobs table (never moving one back), which also marks its jobs
-   * as still defined on a live node. At most every FLUSH_EVERY_MS unless forced.
+   * as still defined on a live node. At most every FLUSH_EVERY_MS unless forced. Only the anchors
+   * that moved since they were last written are written (a job between two periods has none to
+   * write); every job is marked seen.
    */
   async flush(force = false): Promise<void> {
     if (!force && Date.now() - this.lastFlush < FLUSH_EVERY_MS) return;
@@ -344,6 +397,9 @@ export class Reconciler {
     // Disabled jobs' anchors move with the store's clock, not this node's.
     const now = this.clock();
     const idle = [...this.idle].filter((name) => !this.through.has(name)).map((name) => [name, now] as [string, number]);
-    await this.jobs.advance(new Map([...this.through, ...idle]), [...this.through.keys()]);
+    const moved = [...this.through].filter(([name, through]) => this.flushed.get(name) !== through);
+    await this.jobs.advance(new Map([...moved, ...idle]), [...this.through.keys()]);
+    // A job forgotten meanwhile (a reload) is not remembered again.
+    for (const [name, through] of moved) if (this.through.has(name)) this.flushed.set(name, through);
   }
 }

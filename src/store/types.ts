@@ -228,6 +228,8 @@ export interface RunStore {
   rowsInRanges(ranges: PeriodRange[]): Promise<Map<string, Set<number>>>;
   /** The latest period instant of the job that has a row other than a manual run's, or null. */
   latestPeriod(job: string): Promise<number | null>;
+  /** latestPeriod of many jobs at once: job -> instant, for the jobs that have such a row. */
+  latestPeriods(jobs: string[]): Promise<Map<string, number>>;
   /** The latest run of each job named (by start). */
   lastRuns(jobs: string[]): Promise<Map<string, RunRecord>>;
   history(query: HistoryQuery): Promise<RunRecord[]>;

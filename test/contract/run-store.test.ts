@@ -1210,6 +1210,18 @@ export function describeRunStore(backend: Backend): void {
       expect(typeof (await store.latestPeriod(job))).toBe('number');
     });
 
+    it('latestPeriods: each job of a long list (several statements) with its latest non-manual period; jobs without one absent', async () => {
+      const tag = uid();
+      const jobs = Array.from({ length: 230 }, (_, i) => `latest-many-${tag}-${i}`);
+      // Every third job has rows (its latest is i minutes after BASE), every seventh only a manual run.
+      const rows = jobs.flatMap((job, i) => (i % 3 === 0 ? [skipped(job, new Date(BASE + i * MINUTE)), skipped(job, new Date(BASE + (i - 1) * MINUTE))] : []));
+      await store.insertSkipped(rows);
+      for (const [i, job] of jobs.entries()) if (i % 7 === 1) await inserted(store, newRun(job, new Date(BASE + 500 * MINUTE), { trigger: 'manual' }));
+      const latest = await store.latestPeriods(jobs);
+      expect(new Map([...latest].sort())).toEqual(new Map(jobs.flatMap((job, i) => (i % 3 === 0 ? [[job, BASE + i * MINUTE] as const] : [])).sort()));
+      expect(await store.latestPeriods([])).toEqual(new Map());
+    });
+
     it('insertSkipped: two instances racing the same batch count only what each inserted (the counts sum to the periods)', async () => {
       await withStores(2, db.config, async ([s1, s2]) => {
         for (const n of [1, 7, 450]) {

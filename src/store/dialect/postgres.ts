@@ -1,11 +1,20 @@
 /** PostgreSQL through pg. */
+import { createRequire } from 'node:module';
 import type { Knex } from 'knex';
-import pg from 'pg';
+import type pgModule from 'pg';
 import type { StoreConfig } from '../../config/config.js';
 import { QUIET_KNEX_LOG, isSocketError, sessionLocks, type Dialect, type ErrorClass, onConflictDoNothing } from './types.js';
 
-// int8 columns (epoch ms) arrive as strings from pg by default; they fit a double exactly.
-pg.types.setTypeParser(20, (v: string) => Number(v));
+/**
+ * pg, loaded when a PostgreSQL store is opened (a node on another store never loads it). int8
+ * columns (epoch ms) arrive as strings from pg by default; they fit a double exactly.
+ */
+let pgLoaded = false;
+function loadPg(): void {
+  if (pgLoaded) return;
+  (createRequire(import.meta.url)('pg') as typeof pgModule).types.setTypeParser(20, (v: string) => Number(v));
+  pgLoaded = true;
+}
 
 /** SQLSTATE classes and codes: https://www.postgresql.org/docs/current/errcodes-appendix.html */
 const TRANSIENT = new Set(['40001', '40P01', '25006', '55P03', '57014', '53200', '53400']);
@@ -49,6 +58,7 @@ export const postgresDialect: Dialect = {
   kind: 'postgres',
 
   knexConfig(config: StoreConfig): Knex.Config {
+    loadPg();
     return {
       log: QUIET_KNEX_LOG,
       client: 'pg',
