@@ -258,6 +258,7 @@ export class Claimer {
         // Released when the attempt may be claimed again with the same key (it waits for an overlap
         // or a pause, or the store failed): this node's own key would otherwise refuse it.
         if (lease && !settled) await lease.release();
+        else lease?.settle();
       }
     }
   }

@@ -9,6 +9,11 @@ export interface Lease {
   extend(ttlMs: number): Promise<'ok' | 'lost' | 'unavailable'>;
   /** Releases it; never throws (a lease that cannot be released expires). */
   release(): Promise<void>;
+  /**
+   * The attempt is decided (its row says so): the key guards nothing more and is left to expire,
+   * costing no command now; a provider closed before it expires (a clean stop) releases it then.
+   */
+  settle(): void;
 }
 
 export type QuorumState = 'ok' | 'degraded' | 'down' | 'none';

@@ -5,7 +5,7 @@ export class NoLockProvider implements LockProvider {
   readonly kind = 'none' as const;
   async connect(): Promise<void> {}
   async tryAcquire(key: string): Promise<Lease> {
-    return { key, extend: async () => 'ok', release: async () => {} };
+    return { key, extend: async () => 'ok', release: async () => {}, settle: () => {} };
   }
   state() {
     return 'none' as const;

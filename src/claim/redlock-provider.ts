@@ -49,6 +49,19 @@ return out`;
 /** Lock requests sent to each master in one script call, at most. */
 const CLAIMS_PER_CALL = 500;
 
+/** Deletes each key (KEYS) whose value is still ARGV[i] (this node's): a clean stop's release of the keys it left to expire. */
+const RELEASE_SCRIPT = `
+local n = 0
+for i, key in ipairs(KEYS) do
+  if redis.call('GET', key) == ARGV[i] then
+    redis.call('DEL', key)
+    n = n + 1
+  end
+end
+return n`;
+
+type ReleaseCommand = { releaseKeys(numKeys: number, ...args: string[]): Promise<number> };
+
 type ClaimCommand = { claimKeys(numKeys: number, ...args: string[]): Promise<Array<number | string>> };
 
 type Votes = { locked: number; failed: number; quorum: number };
@@ -101,7 +114,10 @@ export class RedlockProvider implements LockProvider {
       });
       return client;
     });
-    for (const c of this.clients) c.defineCommand('claimKeys', { lua: CLAIM_SCRIPT });
+    for (const c of this.clients) {
+      c.defineCommand('claimKeys', { lua: CLAIM_SCRIPT });
+      c.defineCommand('releaseKeys', { lua: RELEASE_SCRIPT });
+    }
     this.redlock = new Redlock(this.clients, { retryCount: 0, driftFactor: DRIFT_FACTOR });
     this.acquire = batched(CLAIMS_PER_CALL, (items) => this.acquireBatch(items));
     // Redlock re-emits client errors during operations; they are counted as votes already.
@@ -266,10 +282,36 @@ export class RedlockProvider implements LockProvider {
           // Unreleased keys expire by themselves.
         }
       },
+      settle: () => {
+        if (released) return;
+        released = true;
+        this.settled.set(resource, { value: lock.value, expiresAt: lock.expiration });
+        // Oldest first: drop the ones that have expired (every TTL is at least a second).
+        const now = Date.now();
+        for (const [key, held] of this.settled) {
+          if (held.expiresAt > now) break;
+          this.settled.delete(key);
+        }
+      },
     };
   }
 
+  /** Keys of decided attempts, left to expire (see Lease.settle): released at close if still live. */
+  private readonly settled = new Map<string, { value: string; expiresAt: number }>();
+
+  /** A clean stop releases the keys it left to expire: one script call per master, bounded like any command. */
+  private async releaseSettled(): Promise<void> {
+    const now = Date.now();
+    const live = [...this.settled].filter(([, held]) => held.expiresAt > now);
+    this.settled.clear();
+    for (let i = 0; i < live.length; i += CLAIMS_PER_CALL) {
+      const chunk = live.slice(i, i + CLAIMS_PER_CALL);
+      await Promise.all(this.clients.map((c) => (c as unknown as ReleaseCommand).releaseKeys(chunk.length, ...chunk.map(([k]) => k), ...chunk.map(([, h]) => h.value)).catch(() => 0)));
+    }
+  }
+
   async close(): Promise<void> {
+    await this.releaseSettled().catch(() => {});
     await Promise.all(this.clients.map((c) => c.quit().catch(() => c.disconnect())));
   }
 }

@@ -235,7 +235,9 @@ export class Executor {
     // The lock key is not released: it names this attempt alone, and whatever the row now says (an
     // outcome, or a lease the takeover will end), every later claim of the period is another
     // attempt with a key of its own or is refused by the row. Releasing it would cost a script call
-    // and two commands per master and period; it expires after its lockTtl instead.
+    // and two commands per master and period; it expires after its lockTtl instead (or is released
+    // with the others at a clean stop).
+    lease?.settle();
     const durationMs = Math.round(ended - started);
     const line = { status: written.status, durationMs, ...(outcome.error ? { error: outcome.error } : {}) };
     if (written.status === 'succeeded') log.info(line, 'run succeeded');
@@ -293,6 +295,7 @@ export class Executor {
       keeper.stop();
     }
     // The lock key is left to expire, as after any attempt (see attempt()).
+    lease?.settle();
     if (written.written) {
       log.info({ reason }, 'period skipped: the job was paused while it waited for its jittered start');
       this.events.emit({ type: 'skipped', job: job.name, reason: 'paused', count: 1, first: run.scheduledAt, last: run.scheduledAt });

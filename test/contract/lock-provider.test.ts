@@ -312,6 +312,27 @@ function describeRedlock(n: number): void {
         await Promise.all([freed!.release(), ...leases.slice(1).map((l) => l!.release())]);
       });
 
+      it('settle() leaves a decided key to expire, at no command; close() (a clean stop) releases the settled keys still live, and only its own', async () => {
+        // Closed by the test itself (not among `all`, whose providers must stay connected).
+        const p = new RedlockProvider({ urls: servers.map((s) => s.url), prefix, log: silent });
+        await p.connect();
+        const keys = [periodKey(), periodKey(), periodKey()];
+        const leases = await Promise.all(keys.map((k) => p.tryAcquire(k, 10_000)));
+        const before = await commandCounts(inspectors);
+        for (const l of leases) l!.settle();
+        expect(diffCounts(before, await commandCounts(inspectors))).toEqual({});
+        for (const c of inspectors) expect(await c.exists(...keys.map((k) => `${prefix}lock:${k}`))).toBe(3);
+        // One of them lapsed and was taken by another holder meanwhile: close() must not delete it.
+        const taken = `${prefix}lock:${keys[2]}`;
+        for (const c of inspectors) await c.set(taken, 'someone-else', 'PX', 10_000);
+        await p.close();
+        for (const c of inspectors) {
+          expect(await c.exists(`${prefix}lock:${keys[0]}`, `${prefix}lock:${keys[1]}`)).toBe(0);
+          expect(await c.get(taken)).toBe('someone-else');
+          await c.del(taken);
+        }
+      });
+
       it('one batch with free, held and (over 3 masters) split keys answers each as it would alone', async () => {
         const p = await connected();
         const [free, held, split] = [periodKey(), periodKey(), periodKey()];
