@@ -237,7 +237,9 @@ describe('HTTP server on a PostgreSQL store shared by two nodes', () => {
     // B on a wildcard address with no token: warned.
     const b = start(ws, { ...common, SCHEDULER_STORE: direct.toString(), SCHEDULER_NODE_ID: 'http-b', SCHEDULER_HTTP: '0.0.0.0:0' });
     const urlB = await urlOf(b);
-    expect(b.logs().find((l) => l.level === 'warn' && /non-loopback/.test(String(l.msg)))?.msg).toMatch(/no SCHEDULER_HTTP_TOKEN/);
+    // Logged right after the listening line (the daemon's lines are written asynchronously: it may come in a later write).
+    const warned = await waitFor('the non-loopback warning', () => b.logs().find((l) => l.level === 'warn' && /non-loopback/.test(String(l.msg)))?.msg as string | undefined, 10_000);
+    expect(warned).toMatch(/no SCHEDULER_HTTP_TOKEN/);
     for (const url of [urlA, urlB]) await waitFor(`readyz of ${url}`, async () => (await get(`${url}/readyz`)).status === 200, 60_000);
 
     const lastSuccess = async (url: string) => sample((await get(`${url}/metrics`)).body, 'scheduler_job_last_success_timestamp_seconds{job="yearly"}');
