@@ -70,10 +70,11 @@ export class DaemonHttp {
   attach(o: AttachOptions): void {
     const { rt, scheduler, jobs, invalid } = o;
     // On the main pool, not the lease keepers' (two connections that heartbeats must always find free).
-    const probe = new StoreProbe(() => rt.db.withTimeout(1000, () => rt.db.now()));
+    // None for SQLite: a statement on a local file never hangs on a network, so the sweep's own say suffices.
+    const probe = rt.db.kind === 'sqlite' ? null : new StoreProbe(() => rt.db.withTimeout(1000, () => rt.db.now()));
     const cache = new SummaryCache({ store: rt.store, jobStore: rt.jobStore, onceStore: rt.onceStore, log: this.log, now: () => rt.clock.now() });
     const snapshot = () => scheduler.snapshot();
-    const storeUp = () => snapshot().store === 'ok' && probe.answers();
+    const storeUp = () => snapshot().store === 'ok' && (probe?.answers() ?? true);
     const metrics = new SchedulerMetrics({
       jobs: jobs.map((j) => j.name),
       next: () => new Map(snapshot().jobs.map((s) => [s.job.name, s.next])),
@@ -92,10 +93,10 @@ export class DaemonHttp {
     this.page = this.pageOf(reader);
     if (this.server) {
       // Background reads only serve the server: none when it is off.
-      probe.start();
+      probe?.start();
       cache.start();
     }
-    this.parts = { snapshot, storeUp, reader, metrics, jobs, invalid, stop: () => { probe.stop(); cache.stop(); removeObserver(); } };
+    this.parts = { snapshot, storeUp, reader, metrics, jobs, invalid, stop: () => { probe?.stop(); cache.stop(); removeObserver(); } };
   }
 
   private readerOf: ((jobs: Job[], invalid: InvalidJobFile[]) => StatusReader) | null = null;

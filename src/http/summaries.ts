@@ -12,12 +12,15 @@ import type { JobStore, JobSummary, OnceStore, RunStore } from '../store/types.j
 export const SUMMARY_EVERY_MS = 5000;
 export const SUMMARY_WINDOW_MS = 86_400_000;
 /**
- * While nobody looks (no page view, API call or scrape within this long), the figures are read this
- * rarely: the statement's cost grows with the jobs (10,000 jobs: about 60 ms of an SQLite node's CPU,
- * which every 5 s was most of an idle node's), and nothing shows them meanwhile. The first look
- * after a quiet spell gets figures up to this old and asks for fresh ones at once.
+ * Nobody looks at the figures when no page view, API call or scrape read them within
+ * SUMMARY_UNWATCHED_MS; they are then read every SUMMARY_UNWATCHED_EVERY_MS only. The statement's
+ * cost grows with the jobs (10,000 jobs on SQLite: 60-250 ms of the node's CPU, with its garbage;
+ * every 5 s that was most of an idle node's), and nothing shows the figures meanwhile. The first
+ * look after a quiet spell gets figures up to that old (their readAt says so) and asks for fresh
+ * ones at once.
  */
 export const SUMMARY_UNWATCHED_MS = 60_000;
+export const SUMMARY_UNWATCHED_EVERY_MS = 300_000;
 
 export interface SummaryCacheOptions {
   store: RunStore;
@@ -68,12 +71,12 @@ export class SummaryCache {
     const everyMs = this.options.everyMs ?? SUMMARY_EVERY_MS;
     this.timer = setInterval(() => {
       const now = performance.now();
-      if (now - this.lastLook < SUMMARY_UNWATCHED_MS || now - this.lastReadStart >= SUMMARY_UNWATCHED_MS) void this.refresh();
+      if (now - this.lastLook < SUMMARY_UNWATCHED_MS || now - this.lastReadStart >= SUMMARY_UNWATCHED_EVERY_MS) void this.refresh();
     }, everyMs);
     this.timer.unref();
   }
 
-  /** A look after a quiet spell (figures older than one refresh): fresh figures are read now, for the next look. */
+  /** A look after a quiet spell (and figures older than one refresh): fresh figures are read now, for the next look. */
   private looked(): void {
     const now = performance.now();
     const quiet = now - this.lastLook >= SUMMARY_UNWATCHED_MS;
