@@ -183,7 +183,7 @@ export class Claimer {
         return { outcome: 'skipped-overlap', running: earlier[0] };
       }
       return { outcome: 'won', run: inserted.run, sentAt };
-    });
+    }, true);
   }
 
   /**
@@ -222,7 +222,7 @@ export class Claimer {
   }
 
   /** The in-process guard and the lock around a row claim; the lock is let go unless the claim won. */
-  private async guarded(key: string, attempt: number, ttlMs: number, claimRow: () => Promise<ClaimResult | { outcome: 'won'; run: RunRecord; sentAt: number }>): Promise<ClaimResult> {
+  private async guarded(key: string, attempt: number, ttlMs: number, claimRow: () => Promise<ClaimResult | { outcome: 'won'; run: RunRecord; sentAt: number }>, inserting = false): Promise<ClaimResult> {
     if (this.inHand.has(key)) return { outcome: 'in-hand' };
     this.inHand.add(key);
     let lease: Lease | null = null;
@@ -246,9 +246,11 @@ export class Claimer {
         }
       }
       const result = await claimRow();
-      // The row exists (another's, or ours recorded skipped): nothing will claim this attempt's key
-      // again, so it is left to expire rather than released (no further command for a lost period).
-      settled = result.outcome === 'lost-row' || result.outcome === 'skipped-overlap' || result.outcome === 'skipped-paused';
+      // An inserted row exists (another's, or ours recorded skipped): nothing will claim this attempt's
+      // key again, so it is left to expire rather than released (no further command for a lost
+      // period). Not so for an owed attempt whose compare-and-set found it not yet due by the store's
+      // clock: it is claimed again with this key.
+      settled = inserting && (result.outcome === 'lost-row' || result.outcome === 'skipped-overlap' || result.outcome === 'skipped-paused');
       if (result.outcome !== 'won') return result;
       won = true;
       return { outcome: 'won', run: result.run, lease, release: () => this.inHand.delete(key), sentAt: result.sentAt };
