@@ -298,6 +298,20 @@ function storeCounter(admin, users, perUser) {
   };
 }
 
+/**
+ * The measured window of a side: counters read at its start and end, then `--grace` for the late
+ * runs of its periods, then the side stopped (its exit codes).
+ */
+async function measureWindow(w, sources, load, opts, stop) {
+  await sleepUntil(w.from);
+  const s1 = await snapshot(sources);
+  await sleepUntil(w.to);
+  const s2 = await snapshot(sources);
+  load.end = loadNow();
+  await sleep(opts.grace * 1000);
+  return { s1, s2, exits: await stop() };
+}
+
 /** One round of the project: N every-second job files on `--nodes` daemons. */
 async function runProjectRound(env, n) {
   const { admin, opts, pkg, mariadbPids, perUserStats } = env;
@@ -337,13 +351,7 @@ async function runProjectRound(env, n) {
       cpuGroups: { nodes: nodes.map((node) => node.pid), redis: redis.map((s) => s.proc.pid), store: mariadbPids },
       redisClients, store,
     };
-    await sleepUntil(w.from);
-    const s1 = await snapshot(sources);
-    await sleepUntil(w.to);
-    const s2 = await snapshot(sources);
-    load.end = loadNow();
-    await sleep(opts.grace * 1000);
-    const exits = await stopNodes();
+    const { s1, s2, exits } = await measureWindow(w, sources, load, opts, stopNodes);
 
     const lines = nodes.flatMap((node) => readLines(join(outDir, `${node.nodeId}.runs.jsonl`)));
     const counted = analyseLines(lines, { names, instants: w.instants, nodeIds: nodes.map((node) => node.nodeId) });
@@ -477,13 +485,7 @@ async function runBullmqRound(env, n) {
     note(`bullmq, ${n} schedulers: ${workers.length} workers ready after ${startupMs} ms; window ${new Date(w.from).toISOString()} + ${opts.seconds}s`);
     // mariadbd is measured here too: the project is idle now, so its rate is other users' load.
     const sources = { cpuGroups: { workers: workers.map((x) => x.proc.pid), redis: [redis.proc.pid], mariadbIdle: mariadbPids }, redisClients: [redisClient] };
-    await sleepUntil(w.from);
-    const s1 = await snapshot(sources);
-    await sleepUntil(w.to);
-    const s2 = await snapshot(sources);
-    load.end = loadNow();
-    await sleep(opts.grace * 1000);
-    const exits = await stopWorkers();
+    const { s1, s2, exits } = await measureWindow(w, sources, load, opts, stopWorkers);
 
     const lines = workers.flatMap((x) => readLines(join(dir, `${x.workerId}.runs.jsonl`)));
     const counted = analyseLines(lines, { names, instants: w.instants, nodeIds: workers.map((x) => x.workerId) });
