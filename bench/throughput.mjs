@@ -62,7 +62,9 @@ const note = (s) => process.stderr.write(`[throughput] ${s}\n`);
 
 const USAGE = `usage: node bench/throughput.mjs [--jobs 200,500,1000,2000] [--seconds 40] [--warmup 10] [--grace 5]
        [--nodes 4] [--redis 3] [--sides project,bullmq] [--bullmq-version 6.7.0] [--bullmq-workers 4]
-       [--bullmq-concurrency 1000] [--log-level info] [--node-args "--cpu-prof ..."] [--no-build | --package DIR] [--keep] [--json-out FILE]`;
+       [--bullmq-concurrency 1000] [--log-level info] [--node-args "--cpu-prof ..."] [--no-build | --package DIR] [--keep] [--json-out FILE]
+       [--then-jobs M]   project side: after the window, keep M of the jobs (the other files removed, SIGHUP to
+                         every node), and measure a second window at M jobs: the recovery from an overload`;
 
 function parseOptions(argv) {
   const { values } = parseArgs({
@@ -86,6 +88,7 @@ function parseOptions(argv) {
       'no-build': { type: 'boolean', default: false },
       keep: { type: 'boolean', default: false },
       'json-out': { type: 'string' },
+      'then-jobs': { type: 'string' },
       help: { type: 'boolean', short: 'h', default: false },
     },
   });
@@ -112,6 +115,7 @@ function parseOptions(argv) {
     bullmqVersion: values['bullmq-version'], bullmqWorkers: int('bullmq-workers'), bullmqConcurrency: int('bullmq-concurrency'),
     nodeArgs: values['node-args'].split(' ').filter(Boolean),
     logLevel: values['log-level'], packageDir: values.package, build: !values['no-build'], keep: values.keep, jsonOut: values['json-out'],
+    thenJobs: values['then-jobs'] === undefined ? null : int('then-jobs'),
   };
 }
 
@@ -247,6 +251,14 @@ function logProblems(file) {
   return byMsg;
 }
 
+/** Lines of a file that match `re` (a daemon's log). */
+function countLines(file, re) {
+  if (!existsSync(file)) return 0;
+  let n = 0;
+  for (const line of readFileSync(file, 'utf8').split('\n')) if (re.test(line)) n += 1;
+  return n;
+}
+
 function loadNow() {
   return loadavg().map((v) => Number(v.toFixed(2)));
 }
@@ -309,7 +321,7 @@ async function measureWindow(w, sources, load, opts, stop) {
   const s2 = await snapshot(sources);
   load.end = loadNow();
   await sleep(opts.grace * 1000);
-  return { s1, s2, exits: await stop() };
+  return { s1, s2, exits: stop ? await stop() : [] };
 }
 
 /** One round of the project: N every-second job files on `--nodes` daemons. */
@@ -351,34 +363,51 @@ async function runProjectRound(env, n) {
       cpuGroups: { nodes: nodes.map((node) => node.pid), redis: redis.map((s) => s.proc.pid), store: mariadbPids },
       redisClients, store,
     };
-    const { s1, s2, exits } = await measureWindow(w, sources, load, opts, stopNodes);
+    const first = await measureWindow(w, sources, load, opts, opts.thenJobs ? null : stopNodes);
+    let then = null;
+    if (opts.thenJobs) {
+      // The load drops: the job files beyond M are removed and every node reloads its folder.
+      const keep = names.slice(0, Math.min(opts.thenJobs, n));
+      for (const name of names.slice(keep.length)) rmSync(join(jobsDir, `${name}.mjs`));
+      for (const node of nodes) process.kill(node.pid, 'SIGHUP');
+      const load2 = { start: loadNow() };
+      const w2 = measuredWindow(opts);
+      note(`project: ${keep.length} of ${n} jobs kept, nodes reloading; recovery window ${new Date(w2.from).toISOString()} + ${opts.seconds}s`);
+      then = { names: keep, w: w2, load: load2, ...(await measureWindow(w2, sources, load2, opts, stopNodes)) };
+    }
 
     const lines = nodes.flatMap((node) => readLines(join(outDir, `${node.nodeId}.runs.jsonl`)));
-    const counted = analyseLines(lines, { names, instants: w.instants, nodeIds: nodes.map((node) => node.nodeId) });
-    const periods = counted.periods;
-    const [rows] = await admin.query(
-      `SELECT status, reason, \`trigger\`, COUNT(*) AS n FROM \`${db.db}\`.scheduler_runs
-        WHERE scheduled_at >= ? AND scheduled_at <= ? GROUP BY status, reason, \`trigger\` ORDER BY n DESC`,
-      [w.instants[0], w.instants[w.instants.length - 1]],
-    );
-    const storeRows = rows.map((r) => ({ status: r.status, reason: r.reason, trigger: r.trigger, count: Number(r.n) }));
     const logs = {};
     for (const node of nodes) {
       const p = logProblems(node.logFile);
       if (p.size) logs[node.nodeId] = Object.fromEntries([...p].sort((a, b) => b[1] - a[1]).slice(0, 5));
     }
-    const st = store.delta(s1.store, s2.store);
-    const cpu = cpuPerPeriod(s1, s2, periods);
-    const result = {
-      side: 'project', jobs: n, nodes: opts.nodes, redisServers: opts.redis, startupMs, load,
-      window: { from: new Date(w.from).toISOString(), seconds: opts.seconds, measuredMs: s2.at - s1.at },
-      ...counted,
-      redis: redisPerPeriod(s1, s2, periods),
-      store: { kind: store.kind, statements: st.total, perPeriod: st.total / periods, perNode: st.perNode },
-      cpu, cpuPerPeriodMs: (cpu.nodes.ms + cpu.redis.ms + cpu.store.ms) / periods,
-      storeRows, logProblems: logs,
-      exits: exits.map((e, i) => ({ node: nodes[i].nodeId, code: e.code, signal: e.signal, ...(e.code !== 0 ? { tail: tail(nodes[i].logFile, 2) } : {}) })),
+    const unreachable = nodes.reduce((sum, node) => sum + countLines(node.logFile, /cannot be reached/), 0);
+    const exits = (then ?? first).exits;
+    const windowResult = async (jobs, wNames, win, s1, s2, wLoad) => {
+      const counted = analyseLines(lines, { names: wNames, instants: win.instants, nodeIds: nodes.map((node) => node.nodeId) });
+      const periods = counted.periods;
+      const [rows] = await admin.query(
+        `SELECT status, reason, \`trigger\`, COUNT(*) AS n FROM \`${db.db}\`.scheduler_runs
+          WHERE scheduled_at >= ? AND scheduled_at <= ? AND job IN (?) GROUP BY status, reason, \`trigger\` ORDER BY n DESC`,
+        [win.instants[0], win.instants[win.instants.length - 1], wNames],
+      );
+      const storeRows = rows.map((r) => ({ status: r.status, reason: r.reason, trigger: r.trigger, count: Number(r.n) }));
+      const st = store.delta(s1.store, s2.store);
+      const cpu = cpuPerPeriod(s1, s2, periods);
+      return {
+        side: 'project', jobs, nodes: opts.nodes, redisServers: opts.redis, startupMs, load: wLoad,
+        window: { from: new Date(win.from).toISOString(), seconds: opts.seconds, measuredMs: s2.at - s1.at },
+        ...counted,
+        redis: redisPerPeriod(s1, s2, periods),
+        store: { kind: store.kind, statements: st.total, perPeriod: st.total / periods, perNode: st.perNode },
+        cpu, cpuPerPeriodMs: (cpu.nodes.ms + cpu.redis.ms + cpu.store.ms) / periods,
+        storeRows, logProblems: logs, unreachableLines: unreachable,
+        exits: exits.map((e, i) => ({ node: nodes[i].nodeId, code: e.code, signal: e.signal, ...(e.code !== 0 ? { tail: tail(nodes[i].logFile, 2) } : {}) })),
+      };
     };
+    const result = await windowResult(n, names, w, first.s1, first.s2, load);
+    if (then) result.then = { ...(await windowResult(then.names.length, then.names, then.w, then.s1, then.s2, then.load)), side: 'project, then' };
     return result;
   } finally {
     await local.run();
@@ -532,7 +561,11 @@ function projectGoals(p, b) {
     redisPerPeriod: p.redis.perPeriod <= GOALS.redisPerPeriod,
     storePerPeriod: p.store.perPeriod <= GOALS.storePerPeriod,
     fairness: p.fairnessMaxDeviation <= GOALS.fairness,
+    // Overload degrades gracefully: pool waits never read as an unreachable store.
+    noUnreachable: p.unreachableLines === 0,
   };
+  // ...and once the load drops, every period runs again, once.
+  if (p.then) goals.recovered = p.then.gaps === 0 && p.then.duplicates === 0;
   if (b && !b.error) goals.cpuNotAboveBullmq = p.cpuPerPeriodMs <= b.cpuPerPeriodMs;
   return goals;
 }
@@ -545,7 +578,7 @@ const f2 = (v) => fmt(v, 2);
 function sideRow(r) {
   if (!r) return null;
   if (r.error) return [r.side, r.jobs, 'error', '', '', '', '', '', '', '', '', '', '', r.error.slice(0, 60)];
-  const cpuParts = r.side === 'project'
+  const cpuParts = r.side.startsWith('project')
     ? `${f2(r.cpu.nodes.perPeriod)}+${f2(r.cpu.redis.perPeriod)}+${f2(r.cpu.store.perPeriod)}`
     : `${f2(r.cpu.workers.perPeriod)}+${f2(r.cpu.redis.perPeriod)}`;
   return [
@@ -561,7 +594,7 @@ const HEADER = ['side', 'jobs', 'periods', 'started', 'gaps', 'dups', 'p50 ms', 
 function reportRound(round) {
   out('');
   out(`=== ${round.jobs} every-second jobs`);
-  out(table([HEADER, ...['project', 'bullmq'].map((s) => sideRow(round[s])).filter(Boolean)]));
+  out(table([HEADER, ...[round.project, round.project?.then, round.bullmq].map(sideRow).filter(Boolean)]));
   for (const side of ['project', 'bullmq']) {
     const r = round[side];
     if (!r || r.error) continue;
@@ -571,6 +604,11 @@ function reportRound(round) {
       out(`project: store statements from ${r.store.kind}${r.store.perNode ? ` (per node ${r.store.perNode.join(' / ')})` : ''}`);
       out(`project: mariadbd (shared server) ${fmt(r.cpu.store.perSecond, 1)} ms CPU/s in the window${round.bullmq?.cpu ? `, ${fmt(round.bullmq.cpu.mariadbIdle.perSecond, 1)} ms/s in BullMQ's window (other users' load)` : ''}`);
       out(`project: store rows of the window: ${r.storeRows.map((x) => `${x.status}${x.reason ? `/${x.reason}` : ''} (${x.trigger}) ${x.count}`).join(', ') || 'none'}`);
+      if (r.then) {
+        const t = r.then;
+        out(`project, then ${t.jobs} jobs: ${t.gaps} gaps, ${t.duplicates} dups, p50/p99 ${f0(t.latencyMs.p50)}/${f0(t.latencyMs.p99)} ms; store rows: ${t.storeRows.map((x) => `${x.status}${x.reason ? `/${x.reason}` : ''} (${x.trigger}) ${x.count}`).join(', ') || 'none'}`);
+      }
+      out(`project: "cannot be reached" lines in the nodes' logs: ${r.unreachableLines}`);
       for (const [node, msgs] of Object.entries(r.logProblems)) out(`project: ${node} logged ${Object.entries(msgs).map(([m, c]) => `${c} x ${m}`).join('; ')}`);
       const bad = r.exits.filter((e) => e.code !== 0);
       if (bad.length) out(`project: exits ${bad.map((e) => `${e.node} ${e.code ?? e.signal} ${e.tail ?? ''}`).join('; ')}`);
@@ -631,7 +669,7 @@ async function main() {
   };
   out('');
   out('=== summary');
-  out(table([HEADER, ...rounds.flatMap((r) => ['project', 'bullmq'].map((s) => sideRow(r[s])).filter(Boolean))]));
+  out(table([HEADER, ...rounds.flatMap((r) => [r.project, r.project?.then, r.bullmq].map(sideRow).filter(Boolean))]));
   out(`(${summary.source.head ?? '?'}${source.srcChanges.length ? ' + uncommitted src/ changes' : ''}; bullmq ${env.bullmq?.version ?? '-'}; CPU per period: nodes or workers + their Redis (+ mariadbd, a shared server, for the project))`);
   if (opts.jsonOut) writeFileSync(opts.jsonOut, `${JSON.stringify(summary, (_, v) => (typeof v === 'number' && !Number.isInteger(v) ? Number(v.toFixed(3)) : v), 2)}\n`);
   const ok = rounds.every((r) => !r.project || (!r.project.error && Object.values(r.project.goals).every(Boolean)));

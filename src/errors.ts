@@ -41,9 +41,12 @@ export class UsageError extends SchedulerError {
 export class StoreUnavailableError extends SchedulerError {
   /** True for a failure that may pass when tried again at once (deadlock, lock wait, failover, busy). */
   readonly transient: boolean;
-  constructor(message: string, options?: { cause?: unknown; transient?: boolean }) {
+  /** True when the store answers but this process's pool had no free connection in time: load, not an outage. */
+  readonly busy: boolean;
+  constructor(message: string, options?: { cause?: unknown; transient?: boolean; busy?: boolean }) {
     super('E_STORE_UNAVAILABLE', message, options);
-    this.transient = options?.transient ?? false;
+    this.busy = options?.busy ?? false;
+    this.transient = (options?.transient ?? false) || this.busy;
   }
 }
 

@@ -68,6 +68,8 @@ export type PauseSource = Pick<JobStore, 'get'>;
 
 /** Claims per batch of store calls (the store splits larger statements itself). */
 const CLAIMS_PER_BATCH = 1000;
+/** Batches of each kind in flight at once: later claims wait and go together (see Coalescer). */
+const BATCHES_IN_FLIGHT = 1;
 
 /** Not paused: the answer when there is no source or the claim ignores pauses. */
 const NOT_PAUSED = Promise.resolve(null);
@@ -96,20 +98,23 @@ export class Claimer {
   readonly nodeId: string;
   private lockDown = false;
   private pauseWarnedAt = -Infinity;
+  /** Claims in progress (lock and row), by when each began (monotonic ms); a Map keeps the oldest first. */
+  private readonly begun = new Map<number, number>();
+  private claimSeq = 0;
   /**
    * The claims of one turn of the event loop (a tick's periods, their lock answers arriving together)
    * reach the store together: their rows in one INSERT, their overlap checks in one read, their
    * pauses in one read, whatever the number of jobs.
    */
-  private readonly insert = batched<NewRun, InsertResult>(CLAIMS_PER_BATCH, (runs) => this.store.insertRuns(runs));
+  private readonly insert = batched<NewRun, InsertResult>(CLAIMS_PER_BATCH, (runs) => this.store.insertRuns(runs), BATCHES_IN_FLIGHT);
   private readonly liveRuns = batched<{ job: string; leaseMs: number }, RunRecord[]>(CLAIMS_PER_BATCH, async (items) => {
     const live = await this.store.liveRunsOf([...new Set(items.map((i) => i.job))], Math.min(...items.map((i) => i.leaseMs)));
     return items.map((i) => live.get(i.job) ?? []);
-  });
+  }, BATCHES_IN_FLIGHT);
   private readonly pauseRead = batched<string, JobRecord | undefined>(CLAIMS_PER_BATCH, async (names) => {
     const rows = await this.pauses!.get([...new Set(names)]);
     return names.map((n) => rows.get(n));
-  });
+  }, BATCHES_IN_FLIGHT);
 
   constructor(
     private readonly store: RunStore,
@@ -146,6 +151,16 @@ export class Claimer {
     this.log.warn({ err: { message: errorMessage(err) } }, 'Redis quorum unreachable: claims go on through the run row alone');
   }
 
+  /**
+   * How long the oldest claim still in progress has waited for its lock and row (0: none): the
+   * node's own measure of being behind. A claim's round trips take milliseconds; one waiting for
+   * a second means this node (its CPU, its pool, its store) cannot keep up with its ticks.
+   */
+  oldestClaimAgeMs(): number {
+    for (const began of this.begun.values()) return performance.now() - began;
+    return 0;
+  }
+
   isInHand(key: string, shard = 0): boolean {
     return this.inHand.has(shardKey(key, shard));
   }
@@ -172,14 +187,15 @@ export class Claimer {
       if (inserted.outcome === 'duplicate') return { outcome: 'lost-row' };
       // The row is ours: the pause is recorded on it, so that the period is skipped once, cluster-wide.
       if (paused) {
-        await this.store.finishRun(inserted.run.id, this.nodeId, { status: 'skipped', reason: 'paused' }, ttl);
+        await this.store.endAttempt(inserted.run, this.nodeId, { status: 'skipped', reason: 'paused' }, null);
         return { outcome: 'skipped-paused', pausedReason: paused.reason };
       }
       // Only a live run of an EARLIER period blocks now, so that two periods claimed at the same moment
-      // cannot skip each other. The row is ours already: the skip is recorded on it.
+      // cannot skip each other. The row is ours already: the skip is recorded on it (coalesced with
+      // the node's other outcomes: under load, skips come by the hundred).
       const earlier = others(live, key, scheduledAt, true, shard);
       if (earlier.length > 0) {
-        await this.store.finishRun(inserted.run.id, this.nodeId, { status: 'skipped', reason: 'overlap' }, ttl);
+        await this.store.endAttempt(inserted.run, this.nodeId, { status: 'skipped', reason: 'overlap' }, null);
         return { outcome: 'skipped-overlap', running: earlier[0] };
       }
       return { outcome: 'won', run: inserted.run, sentAt };
@@ -225,6 +241,8 @@ export class Claimer {
   private async guarded(key: string, attempt: number, ttlMs: number, claimRow: () => Promise<ClaimResult | { outcome: 'won'; run: RunRecord; sentAt: number }>, inserting = false): Promise<ClaimResult> {
     if (this.inHand.has(key)) return { outcome: 'in-hand' };
     this.inHand.add(key);
+    const seq = ++this.claimSeq;
+    this.begun.set(seq, performance.now());
     let lease: Lease | null = null;
     let won = false;
     let settled = false;
@@ -255,6 +273,7 @@ export class Claimer {
       won = true;
       return { outcome: 'won', run: result.run, lease, release: () => this.inHand.delete(key), sentAt: result.sentAt };
     } finally {
+      this.begun.delete(seq);
       if (!won) {
         this.inHand.delete(key);
         // Released when the attempt may be claimed again with the same key (it waits for an overlap

@@ -31,6 +31,19 @@ const MAX_TIMER_MS = 30_000;
  * acquires triggers ahead of their fire time.
  */
 export const CLAIM_AHEAD_MS = 100;
+/**
+ * A node whose oldest claim in progress has waited this long is behind: its CPU, its pool or its
+ * store cannot keep up with its ticks. Its ticks then race no period (they are left to the other
+ * nodes' step-in and to the catch-up sweep, which runs the latest missed period of a job and
+ * records the older ones coalesced, in a few statements) until its claims answer in time again.
+ * Without this, an overloaded node keeps claiming rows it cannot run in time: each stays running
+ * past the next period, which is then recorded skipped (overlap) at the full cost of a claim, and
+ * the queues grow until pool waits time out (measured at 2,000 every-second jobs on 2 cores:
+ * 301 of 40,000 periods ran). A claim takes milliseconds; a second is far outside that.
+ */
+export const BEHIND_AFTER_MS = 1000;
+/** At most one "behind" warning per this long (the count of deferred periods is in the metrics). */
+const BEHIND_WARN_EVERY_MS = 10_000;
 /** How often each node sweeps: takeover, due pending attempts, reconciling. */
 const SWEEP_EVERY_MS = 1000;
 /**
@@ -111,6 +124,10 @@ export class Scheduler {
   private longestLockTtlMs = 0;
   /** Step-in checks armed (see stepIn). */
   private readonly stepIns = new Set<NodeJS.Timeout>();
+  /** Periods deferred since the last "behind" warning, and when that was (see BEHIND_AFTER_MS). */
+  private deferredSinceWarn = 0;
+  private behindWarnedAt = -Infinity;
+  private behind = false;
 
   constructor(private readonly options: SchedulerOptions) {
     this.now = options.now ?? (() => new Date());
@@ -222,6 +239,8 @@ export class Scheduler {
       const now = this.now();
       const { jobs, byName } = this.sweptJobs();
       const started = await takeover.safeSweep(byName, { takeover: now.getTime() >= this.quietUntil && !this.storeDown });
+      // A full pool (this node's load) is not the store being down: nothing to flag, the next sweep tries again.
+      if (started === null && takeover.lastErrorBusy) return;
       if (started === null) {
         if (!this.storeDown) this.events.emit({ type: 'store', state: 'down', ...(takeover.lastError ? { error: takeover.lastError } : {}) });
         this.storeError = takeover.lastError;
@@ -284,6 +303,9 @@ export class Scheduler {
     let lateMs = 0;
     /** Periods this node steps in for if no row appears (second-ranked), by instant. */
     const stepIn = new Map<number, Job[]>();
+    const behindMs = runner.claimsBehindMs();
+    const behind = behindMs >= BEHIND_AFTER_MS;
+    let deferred = 0;
     for (const state of this.states) {
       if (!state.next || state.next.getTime() > horizon) continue;
       const { job } = state;
@@ -296,8 +318,9 @@ export class Scheduler {
         state.cursor = first;
         state.next = second;
         const rank = this.rankOf(job, first);
-        if (rank === 0) this.track(runner.runPeriod(job, first, 'schedule', { notBefore: first }));
-        else if (rank === 1) (stepIn.get(first.getTime()) ?? stepIn.set(first.getTime(), []).get(first.getTime())!).push(job);
+        if (rank === 0 && behind) deferred++;
+        else if (rank === 0) this.track(runner.runPeriod(job, first, 'schedule', { notBefore: first }));
+        else if (rank === 1 && !behind) (stepIn.get(first.getTime()) ?? stepIn.set(first.getTime(), []).get(first.getTime())!).push(job);
         continue;
       }
       // Woken late past several periods, or past the job's catchUp (a process paused for hours): the
@@ -316,9 +339,30 @@ export class Scheduler {
         .catch((err: unknown) => this.options.log.warn({ err: { message: errorMessage(err) } }, 'catch-up after a late timer failed; the sweep tries again')));
     }
     for (const [at, jobs] of stepIn) this.stepIn(new Date(at), jobs);
+    this.noteBehind(behind, behindMs, deferred);
     // Off the claim path: the claims above are on the wire already.
     for (const state of advanced) state.afterNext = state.next ? nextPeriodAfter(state.job.schedule, state.next) : null;
     this.arm();
+  }
+
+  /** The "behind" state of a tick (see BEHIND_AFTER_MS): an event per deferral, a warning per 10 s, a line when caught up. */
+  private noteBehind(behind: boolean, behindMs: number, deferred: number): void {
+    if (deferred > 0) {
+      this.events.emit({ type: 'deferred', count: deferred, behindMs: Math.round(behindMs) });
+      this.deferredSinceWarn += deferred;
+    }
+    const now = performance.now();
+    if (behind && now - this.behindWarnedAt >= BEHIND_WARN_EVERY_MS) {
+      this.options.log.warn({ oldestClaimMs: Math.round(behindMs), deferred: this.deferredSinceWarn },
+        'node behind: its oldest claim has waited over a second; its ticks leave their periods to the other nodes and the catch-up sweep until it catches up');
+      this.behindWarnedAt = now;
+      this.deferredSinceWarn = 0;
+    } else if (!behind && this.behind) {
+      this.options.log.info({ deferred: this.deferredSinceWarn }, 'node caught up: its ticks race their periods again');
+      this.deferredSinceWarn = 0;
+      this.behindWarnedAt = -Infinity;
+    }
+    this.behind = behind;
   }
 
   /** This node's rank for a period: 0 races it at the tick. A sharded job's shards spread by their own rule: every node races. */

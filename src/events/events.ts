@@ -48,6 +48,11 @@ export type SchedulerEvent =
   | (PeriodRef & { type: 'lease-lost'; attempt: number; runId: string; cause: string })
   /** A ctx.once call of a body on this node: fn ran and its result was stored (executed) or it failed, a stored result was replayed, or the caller gave up waiting (in_progress). */
   | { type: 'once'; job: string; key: string; runId: string; result: OnceResult }
+  /**
+   * A tick of this node left `count` periods it would have raced to the other nodes and the catch-up
+   * sweep: its oldest claim in progress had waited `behindMs` (overload; see the scheduler).
+   */
+  | { type: 'deferred'; count: number; behindMs: number }
   | { type: 'store'; state: 'ok' | 'down'; error?: string }
   | { type: 'redis'; state: QuorumState }
   | { type: 'clock'; offsetMs: number; rttMs: number };

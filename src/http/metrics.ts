@@ -35,6 +35,7 @@ export class SchedulerMetrics implements SchedulerObserver {
   private readonly fireDelay: Histogram;
   private readonly claims: Counter<'outcome'>;
   private readonly takeovers: Counter;
+  private readonly deferred: Counter;
   private readonly leaseLost: Counter;
   private readonly once: Counter<'result'>;
 
@@ -47,6 +48,7 @@ export class SchedulerMetrics implements SchedulerObserver {
     this.fireDelay = new Histogram({ name: 'scheduler_fire_delay_seconds', help: "From a scheduled period's instant (store clock) to its body's start on this node", registers,
       buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30] });
     this.claims = new Counter({ name: 'scheduler_claims_total', help: "This node's claims of periods and owed attempts, by outcome", labelNames: ['outcome'], registers });
+    this.deferred = new Counter({ name: 'scheduler_periods_deferred_total', help: "Periods this node's ticks left to the other nodes and the catch-up sweep because its own claims were behind (overload)", registers });
     this.takeovers = new Counter({ name: 'scheduler_takeovers_total', help: 'Attempts of dead nodes (lease expired) this node ended', registers });
     this.leaseLost = new Counter({ name: 'scheduler_lease_lost_total', help: "This node's attempts that lost their lease", registers });
     this.once = new Counter({ name: 'scheduler_once_total', help: "ctx.once calls of bodies on this node: executed (fn ran, result stored), replayed (stored result returned), in_progress (gave up waiting for a live holder), failed (fn threw, key left failed)", labelNames: ['result'], registers });
@@ -113,6 +115,9 @@ export class SchedulerMetrics implements SchedulerObserver {
         // job this node does not define (another node's, or one a reload removed here, whose series
         // then come back): no other node counts that attempt.
         this.perJob.countRun(event.job, event.result === 'failed' ? 'failed' : 'abandoned');
+        break;
+      case 'deferred':
+        this.deferred.inc(event.count);
         break;
       case 'lease-lost':
         this.leaseLost.inc();

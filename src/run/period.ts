@@ -78,6 +78,11 @@ export class PeriodRunner {
     private readonly events: SchedulerObserver = noEvents,
   ) {}
 
+  /** How long this node's oldest claim in progress has waited (see Claimer.oldestClaimAgeMs). */
+  claimsBehindMs(): number {
+    return this.claimer.oldestClaimAgeMs();
+  }
+
   /** No new claims after this; waits for owed attempts end at once. */
   stop(): void {
     this.stopped = true;

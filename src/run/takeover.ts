@@ -12,7 +12,7 @@
  * A job is "defined on a live node" when this node has it (enabled), or when a node declared it in
  * the jobs table within JOB_SEEN_TTL_MS (every node re-declares its enabled jobs every 10 s).
  */
-import { errorMessage } from '../errors.js';
+import { StoreUnavailableError, errorMessage } from '../errors.js';
 import type { Job } from '../jobs/types.js';
 import type { Logger } from '../log.js';
 import type { JobStore, RunRecord, RunStore } from '../store/types.js';
@@ -94,15 +94,19 @@ export class Takeover {
 
   /** Why the last safeSweep() could not read the store (null when it could). */
   lastError: string | null = null;
+  /** The last failure was this node's pool being full (load), not the store being away. */
+  lastErrorBusy = false;
 
   /** sweep() that logs instead of throwing; null when the store could not be read. */
   async safeSweep(jobs: Map<string, Job>, options: SweepOptions = {}): Promise<Promise<PeriodResult>[] | null> {
     try {
       const started = await this.sweep(jobs, options);
       this.lastError = null;
+      this.lastErrorBusy = false;
       return started;
     } catch (err) {
       this.lastError = errorMessage(err);
+      this.lastErrorBusy = err instanceof StoreUnavailableError && err.busy;
       this.log.warn({ err: { message: errorMessage(err) } }, 'owed-work sweep failed');
       return null;
     }

@@ -30,6 +30,9 @@ export function leaseQueryTimeout(leaseMs: number): number {
   return Math.max(100, Math.min(QUERY_TIMEOUT_MS, Math.floor(leaseMs / 3) - 10));
 }
 
+/** knex's message when its pool lends no connection within acquireConnectionTimeout. */
+const POOL_WAIT = /Timeout acquiring a connection/;
+
 /** The timeout of the statements run inside `Database.withTimeout` (async context, so transactions inherit it). */
 const timeouts = new AsyncLocalStorage<number>();
 
@@ -159,8 +162,11 @@ export class Database {
 
   error(err: unknown, what: string): Error {
     if (err instanceof StoreUnavailableError) return err;
-    const kind = this.dialect.classify(err);
     const message = redactText(errorMessage(err));
+    // knex's pool gave no connection within acquireConnectionTimeout: this process's own queue of
+    // statements (load), not the store's absence, which shows as failed connects and statements.
+    if (POOL_WAIT.test(message)) return new StoreUnavailableError(`store ${this.shownUrl} is busy (${what}): no connection of this node's pool was free in time`, { cause: err, busy: true });
+    const kind = this.dialect.classify(err);
     if (kind === 'unavailable') return new StoreUnavailableError(`store ${this.shownUrl} cannot be reached (${what}): ${message}`, { cause: err });
     if (kind === 'transient') return new StoreUnavailableError(`store ${this.shownUrl} failed transiently (${what}): ${message}`, { cause: err, transient: true });
     if (kind === 'privilege') return new StoreUnavailableError(`store ${this.shownUrl}: the store user lacks a privilege (${what}): ${message}`, { cause: err });

@@ -129,6 +129,12 @@ const BATCH_MAX = 200;
  * outputs may be large; MySQL's max_allowed_packet is 16 MB by default); an outcome larger alone goes alone.
  */
 const OUTCOME_BATCH_BYTES = 1024 * 1024;
+/**
+ * Coalesced batches of one node in flight at once (group commit, see Coalescer): two, so that one
+ * batch waiting on a row lock does not hold up every outcome behind it; beats: the lease pool's size.
+ */
+const OUTCOME_BATCHES_IN_FLIGHT = 2;
+const BEAT_BATCHES_IN_FLIGHT = 2;
 /** A deadlock between two batches ends one of them whole: sent again, at most this many more times. */
 const DEADLOCK_RETRIES = 2;
 
@@ -221,8 +227,8 @@ export class KnexRunStore implements RunStore {
    * Outcomes that owe nothing (succeeded, skipped) and heartbeats, of runs that end or beat at about
    * the same moment: one UPDATE per node and flush (see Coalescer), each caller answered as alone.
    */
-  private readonly outcomes = new Coalescer<OutcomeCall, EndResult>(BATCH_MAX, (nodeId, batch) => this.sendOutcomes(nodeId, batch));
-  private readonly beats = new Coalescer<BeatCall, boolean>(BATCH_MAX, (nodeId, batch) => this.sendHeartbeats(nodeId, batch));
+  private readonly outcomes = new Coalescer<OutcomeCall, EndResult>(BATCH_MAX, (nodeId, batch) => this.sendOutcomes(nodeId, batch), OUTCOME_BATCHES_IN_FLIGHT);
+  private readonly beats = new Coalescer<BeatCall, boolean>(BATCH_MAX, (nodeId, batch) => this.sendHeartbeats(nodeId, batch), BEAT_BATCHES_IN_FLIGHT);
 
   /** @param ownsDb close() closes the pool too (a store opened on its own). */
   constructor(private readonly db: Database, private readonly ownsDb = false) {

@@ -263,8 +263,8 @@ function describeClaims(backend: Backend): void {
       const res = await b.claimer.claim(claimOf(job, next, 1, true));
       expect(res.outcome).toBe('skipped-overlap');
       if (res.outcome !== 'won') expect(res.running?.id).toBe(first.run.id);
-      // The skip is recorded on the row B won (lock, row, then the check), never on another node's row.
-      expect(b.calls).toEqual(['insertRuns', 'liveRunsOf', 'finishRun']);
+      // The skip is recorded on the row B won (lock, row, then the check; coalesced with the node's other outcomes), never on another node's row.
+      expect(b.calls).toEqual(['insertRuns', 'liveRunsOf', 'endAttempt']);
       const rows = await reader.periodRuns(job.name, next);
       expect(rows.map((r) => [r.attempt, r.status, r.reason, r.nodeId])).toEqual([[1, 'skipped', 'overlap', 'node-b']]);
       expect(rows[0]!.finishedAt).not.toBeNull();
