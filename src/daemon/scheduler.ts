@@ -39,9 +39,9 @@ export const CLAIM_AHEAD_MS = 100;
  * Without this, an overloaded node keeps claiming rows it cannot run in time: each stays running
  * past the next period, which is then recorded skipped (overlap) at the full cost of a claim, and
  * the queues grow until pool waits time out (measured at 2,000 every-second jobs on 2 cores:
- * 301 of 40,000 periods ran). A claim takes milliseconds; a second is far outside that.
+ * 301 of 40,000 periods ran). A claim takes milliseconds; 750 ms is far outside that, and short of the next tick of an every-second job.
  */
-export const BEHIND_AFTER_MS = 1000;
+export const BEHIND_AFTER_MS = 750;
 /** At most one "behind" warning per this long (the count of deferred periods is in the metrics). */
 const BEHIND_WARN_EVERY_MS = 10_000;
 /** How often each node sweeps: takeover, due pending attempts, reconciling. */
@@ -354,7 +354,7 @@ export class Scheduler {
     const now = performance.now();
     if (behind && now - this.behindWarnedAt >= BEHIND_WARN_EVERY_MS) {
       this.options.log.warn({ oldestClaimMs: Math.round(behindMs), deferred: this.deferredSinceWarn },
-        'node behind: its oldest claim has waited over a second; its ticks leave their periods to the other nodes and the catch-up sweep until it catches up');
+        `node behind: its oldest claim has waited over ${BEHIND_AFTER_MS} ms; its ticks leave their periods to the other nodes and the catch-up sweep until it catches up`);
       this.behindWarnedAt = now;
       this.deferredSinceWarn = 0;
     } else if (!behind && this.behind) {

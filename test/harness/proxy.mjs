@@ -6,7 +6,9 @@
  *                      NAT entry, a partition, a frozen server); lifting drops the held connections;
  *   armOnce(re, fn)    the next client->server chunk whose text matches is forwarded, then fn() runs
  *                      synchronously, before any reply can come back (to pause a node exactly while
- *                      its heartbeat UPDATE is in flight).
+ *                      its heartbeat UPDATE is in flight);
+ *   slow(ms)           every reply reaches the client `ms` later, in order (a store far away or
+ *                      overloaded: it answers, late); slow(0) ends it.
  */
 import { connect, createServer, Socket } from 'node:net';
 import { waitFor } from './process.mjs';
@@ -23,6 +25,8 @@ export class StoreProxy {
     this.pairs = new Set();
     /** the pairs caught by the hole */
     this.held = new Set();
+    /** added to every server->client chunk (slow()) */
+    this.delayMs = 0;
   }
 
   get isCut() {
@@ -50,7 +54,7 @@ export class StoreProxy {
       upstream.connect(this.targetPort, this.targetHost, () => {
         if (this.held.has(pair)) return; // holed while connecting
         client.pipe(upstream);
-        upstream.pipe(client);
+        this.relay(upstream, client);
         // After the pipe's own listener: the chunk has been written upstream when fn() runs.
         client.on('data', (chunk) => {
           const armed = this.armed;
@@ -68,6 +72,37 @@ export class StoreProxy {
     this.server = server;
     this.port = server.address().port;
     return this.port;
+  }
+
+  /** Server->client bytes, each chunk held `delayMs` (as set when it arrived), never reordered. */
+  relay(upstream, client) {
+    const queue = [];
+    let timer;
+    let ended = false;
+    const pump = () => {
+      timer = undefined;
+      const now = Date.now();
+      while (queue.length > 0 && queue[0].at <= now) client.write(queue.shift().chunk);
+      if (queue.length > 0) timer = setTimeout(pump, queue[0].at - now);
+      else if (ended) client.end();
+    };
+    upstream.on('data', (chunk) => {
+      if (this.delayMs === 0 && queue.length === 0) {
+        client.write(chunk);
+        return;
+      }
+      queue.push({ chunk, at: Date.now() + this.delayMs });
+      timer ??= setTimeout(pump, Math.max(0, queue[0].at - Date.now()));
+    });
+    upstream.on('end', () => {
+      ended = true;
+      if (queue.length === 0) client.end();
+    });
+  }
+
+  /** Every reply from now on reaches its client `ms` later (0: at once again). */
+  slow(ms) {
+    this.delayMs = ms;
   }
 
   /** `url` with this proxy's host and port. */
@@ -108,7 +143,6 @@ export class StoreProxy {
       const [client, upstream] = pair;
       this.held.add(pair);
       client.unpipe(upstream);
-      upstream.unpipe(client);
       client.pause();
       upstream.pause();
     }
