@@ -14,7 +14,9 @@
  *   outcomes    `--rows` finishRun calls at once (one UPDATE each: the one-row path of endAttempt)
  *               vs endAttempt calls at once (coalesced: one UPDATE per 200)
  * Per mode: wall time (median of the reps), rows/s, statements sent (knex 'query' events on both
- * pools) and this process's CPU time. The first rep is a warm-up and is not counted.
+ * pools), this process's CPU time and, with --store mysql on this machine, the CPU time of the local
+ * mariadbd (utime + stime from /proc, 10 ms ticks; it counts whatever else that server serves
+ * meanwhile). The first rep is a warm-up and is not counted.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
@@ -23,7 +25,7 @@ import { performance } from 'node:perf_hooks';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import knexFactory from 'knex';
-import { PROJECT_ROOT, adminConnection, createBenchDatabase, fmt, randomTag, sourceState, table } from './lib.mjs';
+import { PROJECT_ROOT, adminConnection, cpuTimeMs, createBenchDatabase, fmt, pidsByName, randomTag, sourceState, table } from './lib.mjs';
 
 const dist = (p) => pathToFileURL(join(PROJECT_ROOT, 'dist', p)).href;
 
@@ -87,17 +89,22 @@ async function main() {
   if (database.leaseKnex !== database.knex) database.leaseKnex.on('query', count);
   const store = new KnexRunStore(database);
   const results = new Map();
+  // The server's CPU, when it runs here (one mariadbd or mysqld process).
+  const serverPids = flags.store === 'mysql' ? pidsByName('mariadbd', 'mysqld') : [];
+  const serverPid = serverPids.length === 1 ? serverPids[0] : null;
+  const serverCpu = () => (serverPid === null ? NaN : cpuTimeMs(serverPid));
   try {
     await store.migrate();
     /** Times fn: wall ms, statements, CPU ms of this process. */
     const measure = async (mode, fn) => {
       statements.length = 0;
       const cpu = process.cpuUsage();
+      const server0 = serverCpu();
       const t0 = performance.now();
       await fn();
       const ms = performance.now() - t0;
       const used = process.cpuUsage(cpu);
-      return { mode, ms, statements: statements.length, cpuMs: (used.user + used.system) / 1000 };
+      return { mode, ms, statements: statements.length, cpuMs: (used.user + used.system) / 1000, serverCpuMs: serverCpu() - server0 };
     };
     const record = (rep, r) => {
       if (rep === 0) return; // warm-up
@@ -155,10 +162,14 @@ async function main() {
   }
   const summary = [...results].map(([mode, list]) => {
     const ms = median(list.map((r) => r.ms));
-    return { mode, rows: rowsPerRep, ms, rowsPerSecond: rowsPerRep / (ms / 1000), statements: median(list.map((r) => r.statements)), cpuMs: median(list.map((r) => r.cpuMs)) };
+    return { mode, rows: rowsPerRep, ms, rowsPerSecond: rowsPerRep / (ms / 1000), statements: median(list.map((r) => r.statements)), cpuMs: median(list.map((r) => r.cpuMs)),
+      serverCpuMs: serverPid === null ? null : median(list.map((r) => r.serverCpuMs)) };
   });
   out(`store-batch: ${flags.store}, ${rowsPerRep} rows, ${reps} reps (medians), load ${loadavg().map((l) => l.toFixed(2)).join(' ')}`);
-  out(table([['mode', 'ms', 'rows/s', 'statements', 'node CPU ms'], ...summary.map((s) => [s.mode, fmt(s.ms), fmt(s.rowsPerSecond, 0), String(s.statements), fmt(s.cpuMs)])]));
+  const server = serverPid !== null;
+  if (flags.store === 'mysql' && !server) note(`no single local mariadbd/mysqld process (found ${serverPids.length}): no server CPU column`);
+  out(table([['mode', 'ms', 'rows/s', 'statements', 'node CPU ms', ...(server ? ['server CPU ms'] : [])],
+    ...summary.map((s) => [s.mode, fmt(s.ms), fmt(s.rowsPerSecond, 0), String(s.statements), fmt(s.cpuMs), ...(server ? [fmt(s.serverCpuMs)] : [])])]));
   if (flags['json-out']) writeFileSync(flags['json-out'], JSON.stringify({ store: flags.store, rows: rowsPerRep, reps, load: loadavg(), source: sourceState(), summary }, null, 2));
 }
 

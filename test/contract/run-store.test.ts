@@ -1437,6 +1437,77 @@ export function describeRunStore(backend: Backend): void {
         });
       });
 
+      it('endAttempt coalesced, mixed outcomes (NULLs, long and multi-byte texts, output given, NULL or absent, one row no longer running, one another node\'s): each row as its one-row write leaves it', async () => {
+        const k = inspector(db.config);
+        try {
+          await counted(async (runs, statements) => {
+            const job = `coal-mix-${uid()}`;
+            const outcomes: RunOutcome[] = [
+              { status: 'succeeded', result: { a: 1 }, output: `tail ${'é'.repeat(65_000)}`, bodyMsAgo: { started: 120, ended: 20 } },
+              { status: 'succeeded' }, // every nullable column NULL, output absent: the earlier tail stays
+              { status: 'succeeded', result: null, output: null }, // output given as NULL: the earlier tail goes
+              { status: 'succeeded', result: 'r'.repeat(200_000), error: `stored late ${'é'.repeat(40_000)}`, errorStack: null, resultNote: 'n'.repeat(70_000) },
+              { status: 'succeeded', resultJson: null, resultNote: 'too big', error: 'e', errorStack: `Error: e\n${'    at f (x.ts:1:1)\n'.repeat(2_500)}`, bodyMsAgo: { started: 5, ended: 5 } },
+              { status: 'skipped', reason: 'overlap' },
+              { status: 'succeeded', reason: 'r'.repeat(300), output: '' },
+            ];
+            // Each outcome twice: written alone (the reference), and in one flush with the others.
+            const claims = await runs.insertRuns(outcomes.flatMap((_, i) => [newRun(job, new Date(BASE + i * MINUTE)), newRun(job, new Date(BASE + i * MINUTE), { attempt: 2 })]));
+            const all = claims.map((c) => (c as { run: RunRecord }).run);
+            const alone = all.filter((r) => r.attempt === 1);
+            const batched = all.filter((r) => r.attempt === 2);
+            // An earlier tail behind the store's back: kept where the outcome carries no output.
+            await k(RUNS_TABLE).whereIn('id', all.map((r) => Number(r.id))).update({ output: 'earlier tail' });
+            for (const [i, r] of alone.entries()) expect(await runs.finishRun(r.id, 'node-a', outcomes[i]!), `alone ${i}`).toBe(true);
+            const [gone, theirs] = (await runs.insertRuns([newRun(job, new Date(BASE + 100 * MINUTE)), newRun(job, new Date(BASE + 101 * MINUTE), { nodeId: 'node-b' })]))
+              .map((c) => (c as { run: RunRecord }).run);
+            await runs.finishRun(gone!.id, 'node-a', { status: 'skipped', reason: 'paused' });
+            const goneRow = (await runs.periodRuns(job, gone!.scheduledAt))[0];
+            statements.length = 0;
+            const answers = await Promise.all([
+              ...batched.map((r, i) => runs.endAttempt(r, 'node-a', outcomes[i]!, POLICY)),
+              runs.endAttempt(gone!, 'node-a', { status: 'succeeded', error: 'x' }, POLICY),
+              runs.endAttempt(theirs!, 'node-a', { status: 'succeeded', error: 'x' }, POLICY),
+            ]);
+            expect(answers).toEqual([...outcomes.map((o) => ({ written: true, status: o.status, next: null })), ...[0, 1].map(() => ({ written: false, status: 'succeeded', next: null }))]);
+            // One UPDATE for the flush, then the two that matched nothing alone (one-row paths).
+            expect(onRuns(statements).filter((s) => /^update /i.test(s))).toHaveLength(3);
+            const rowOf = async (r: RunRecord) => (await runs.periodRuns(job, r.scheduledAt)).find((x) => x.attempt === r.attempt)!;
+            for (const [i, o] of outcomes.entries()) {
+              const [ref, got] = [await rowOf(alone[i]!), await rowOf(batched[i]!)];
+              const same = (x: RunRecord) => ({ ...x, id: null, attempt: null, periodKey: null, startedAt: null, finishedAt: null, heartbeatAt: null, claimedAt: null, durationMs: o.bodyMsAgo ? x.durationMs : null });
+              expect(same(got), `outcome ${i}`).toEqual(same(ref));
+              expect(got.finishedAt, `outcome ${i}`).not.toBeNull();
+              if (o.bodyMsAgo) {
+                expect(got.durationMs).toBe(o.bodyMsAgo.started - o.bodyMsAgo.ended);
+                expect(got.finishedAt!.getTime() - got.startedAt.getTime()).toBe(o.bodyMsAgo.started - o.bodyMsAgo.ended);
+              } else {
+                expect(got.startedAt).toEqual(batched[i]!.startedAt);
+                expect(got.durationMs).toBe(got.finishedAt!.getTime() - got.startedAt.getTime());
+              }
+            }
+            // The values as meant, not only as alone: NULLs NULL, long texts whole or cut with the note, tails kept or replaced.
+            const got = await Promise.all(batched.map(rowOf));
+            expect(got[0]).toMatchObject({ result: { a: 1 }, output: `tail ${'é'.repeat(65_000)}`, error: null, errorStack: null, resultNote: null, reason: null });
+            expect(got[1]).toMatchObject({ result: null, resultNote: null, error: null, errorStack: null, reason: null, output: 'earlier tail' });
+            expect(got[2]).toMatchObject({ result: null, output: null });
+            expect(got[3]!.result).toBe('r'.repeat(200_000));
+            expect(got[3]!.error).toMatch(/^stored late é+… \[truncated, 80012 bytes in all\]$/);
+            expect(Buffer.byteLength(got[3]!.error!)).toBeLessThanOrEqual(60_000);
+            expect(got[3]!.resultNote).toMatch(/^n+… \[truncated, 70000 bytes in all\]$/);
+            expect(got[3]).toMatchObject({ errorStack: null, output: 'earlier tail' });
+            expect(got[4]).toMatchObject({ result: null, resultNote: 'too big', error: 'e', errorStack: `Error: e\n${'    at f (x.ts:1:1)\n'.repeat(2_500)}`, durationMs: 0 });
+            expect(got[5]).toMatchObject({ status: 'skipped', reason: 'overlap', result: null });
+            expect(got[6]).toMatchObject({ reason: 'r'.repeat(200), output: '' });
+            expect((await runs.periodRuns(job, gone!.scheduledAt))[0]).toEqual(goneRow);
+            expect((await runs.periodRuns(job, theirs!.scheduledAt))[0]).toMatchObject({ status: 'running', finishedAt: null, error: null });
+            await runs.finishRun(theirs!.id, 'node-b', { status: 'succeeded' });
+          });
+        } finally {
+          await k.destroy();
+        }
+      });
+
       it('endAttempt coalesced: an outcome the store refuses fails its caller alone (as alone: not "unavailable"), the others are written; its status alone is then written', async () => {
         const job = `coal-bad-${uid()}`;
         const all = (await store.insertRuns(Array.from({ length: 6 }, (_, i) => newRun(job, new Date(BASE + i * MINUTE))))).map((c) => (c as { run: RunRecord }).run);
