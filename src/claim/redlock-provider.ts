@@ -173,9 +173,8 @@ export class RedlockProvider implements LockProvider {
     const start = Date.now();
     const keys = items.map((i) => i.resource);
     const ttls = items.map((i) => String(i.ttlMs));
-    const replies = await Promise.all(this.clients.map((c) => (c as unknown as ClaimCommand).claimKeys(keys.length, ...keys, value, ...ttls)
-      .then((r) => r, (err: unknown) => (err instanceof Error ? err : new Error(String(err))))));
     const quorum = Math.floor(this.clients.length / 2) + 1;
+    const replies = await majorityThenGrace(this.clients.map((c) => (c as unknown as ClaimCommand).claimKeys(keys.length, ...keys, value, ...ttls)), quorum);
     const now = Date.now();
     return items.map(({ resource, ttlMs }, i) => {
       let ours = 0;
@@ -314,4 +313,39 @@ export class RedlockProvider implements LockProvider {
     await this.releaseSettled().catch(() => {});
     await Promise.all(this.clients.map((c) => c.quit().catch(() => c.disconnect())));
   }
+}
+
+/**
+ * Once a majority of the masters has answered, the others get LATE_MASTER_GRACE_MS more: a master
+ * that hangs (frozen, not down) would otherwise hold every claim for the whole command timeout (1 s),
+ * which makes a node look behind (see the scheduler) for a fault the quorum survives. A master that
+ * answers later is counted as not answering; a key it then sets for us guards nothing more than a
+ * minority key does. With fewer than a majority answering, it waits for every answer or error.
+ */
+const LATE_MASTER_GRACE_MS = 50;
+
+function majorityThenGrace<T>(calls: Array<Promise<T>>, quorum: number): Promise<Array<T | Error>> {
+  return new Promise((resolve) => {
+    const out: Array<T | Error | undefined> = new Array(calls.length).fill(undefined);
+    let answered = 0;
+    let ok = 0;
+    let done = false;
+    let timer: NodeJS.Timeout | undefined;
+    const finish = () => {
+      if (done) return;
+      done = true;
+      if (timer) clearTimeout(timer);
+      resolve(out.map((r) => (r === undefined ? new Error(`no answer within ${LATE_MASTER_GRACE_MS} ms of the majority`) : r)));
+    };
+    calls.forEach((call, i) => {
+      call.then((r) => r, (err: unknown) => (err instanceof Error ? err : new Error(String(err)))).then((r) => {
+        if (done) return;
+        out[i] = r;
+        answered += 1;
+        if (!(r instanceof Error)) ok += 1;
+        if (answered === calls.length) finish();
+        else if (ok >= quorum) timer ??= setTimeout(finish, LATE_MASTER_GRACE_MS);
+      });
+    });
+  });
 }

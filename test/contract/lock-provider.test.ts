@@ -477,7 +477,7 @@ function describeRedlock(n: number): void {
         });
       }
 
-      it('a paused (SIGSTOPped) master does not hang tryAcquire beyond ~2 s', async () => {
+      it('a paused (SIGSTOPped) master does not hang tryAcquire beyond ~2 s, nor at all while a majority answers', async () => {
         const p = await connected();
         const paused = servers.slice(0, Math.max(1, minority));
         try {
@@ -487,7 +487,9 @@ function describeRedlock(n: number): void {
           const elapsed = Date.now() - started;
           expect(elapsed).toBeLessThan(3_000);
           if (minority > 0) {
-            // The quorum answered: a lease.
+            // The quorum answered: a lease, decided without waiting for the paused master's command
+            // timeout (1 s), so that one frozen master does not make every claim late.
+            expect(elapsed).toBeLessThan(500);
             expect(outcome).not.toBeNull();
             expect(outcome).not.toBeInstanceOf(Error);
             await (outcome as Lease).release();
