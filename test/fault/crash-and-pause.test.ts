@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createMariaDb, type TestDatabase } from '../helpers/databases.js';
 import { startRedisServers, waitFor, type RedisServer } from '../helpers/redis.js';
 import { Workspace } from '../helpers/workspace.js';
-import { Cluster, duplicateStarts, faultJob, overlappingAttempts, type Effect } from './harness.js';
+import { Cluster, attemptJob, duplicateStarts, faultJob, overlappingAttempts, type Effect } from './harness.js';
 
 let redis: RedisServer[];
 const dbs: TestDatabase[] = [];
@@ -50,7 +50,8 @@ const startOf = (effects: Effect[], pred: (e: Effect) => boolean) => effects.fin
 describe('fault: a node dies or stalls mid-run', () => {
   describe('a node of a cluster killed or paused', () => {
     it.concurrent('kill -9 of the node running a period: another node declares the attempt abandoned and runs attempt 2; nothing ran twice', async () => {
-      const { cluster } = await setup('kill', 'crashy.mjs', faultJob({ schedule: '*/10 * * * * *', durationMs: 4000, extra: { lockTtl: '2s', catchUp: '1m' } }));
+      // Attempt 1 (killed at its start) would run 4 s; attempt 2, the takeover, 1 s.
+      const { cluster } = await setup('kill', 'crashy.mjs', attemptJob({ schedule: '*/10 * * * * *', durationsMs: [4000, 1000], extra: { lockTtl: '2s', catchUp: '1m' } }));
       for (const n of ['k1', 'k2', 'k3']) cluster.start(n);
       await Promise.all(['k1', 'k2', 'k3'].map((n) => cluster.started(n)));
 
@@ -80,7 +81,9 @@ describe('fault: a node dies or stalls mid-run', () => {
     });
 
     it.concurrent('SIGSTOP past the lease, then SIGCONT: the paused attempt sees ctx.signal abort (lease-lost) within 1 s of waking and is not recorded succeeded', async () => {
-      const { cluster } = await setup('pause', 'stalls.mjs', faultJob({ schedule: '*/10 * * * * *', durationMs: 12_000, extra: { lockTtl: '2s', catchUp: '1m' } }));
+      // Attempt 1 runs 12 s (it is paused, then wakes past its lease); attempt 2, the takeover, 3 s: still
+      // running when attempt 1 wakes (within 1 s of attempt 2's start), and not 12 s to wait for.
+      const { cluster } = await setup('pause', 'stalls.mjs', attemptJob({ schedule: '*/10 * * * * *', durationsMs: [12_000, 3000], extra: { lockTtl: '2s', catchUp: '1m' } }));
       for (const n of ['p1', 'p2']) cluster.start(n);
       await Promise.all(['p1', 'p2'].map((n) => cluster.started(n)));
 

@@ -69,14 +69,17 @@ describe('fault: infrastructure', () => {
     ws.writeJob('tick.mjs', faultJob({ schedule: '* * * * * *', durationMs: 50, extra: { lockTtl: '2s', catchUp: '1m', coalesce: false } }));
     for (const n of ['r1', 'r2', 'r3']) cluster.start(n);
     await Promise.all(['r1', 'r2', 'r3'].map((n) => cluster.started(n)));
+    // Each phase holds 2-3 judged every-second periods: before, two masters down, all down, back.
     const t0 = Date.now();
-    await sleep(3000);
+    await sleep(2000);
     await Promise.all([redis[0]!.stop(), redis[1]!.stop()]);
-    await sleep(4000);
+    await sleep(3000);
     await redis[2]!.stop();
-    await sleep(4000);
+    await sleep(3000);
     await Promise.all(redis.map((r) => r.start()));
-    await sleep(4000);
+    const quorumBack = () => [...cluster.nodes.values()].some((d) => d.logs().some((l) => l.msg === 'Redis quorum is back: claims use Redlock again'));
+    await waitFor('a node to use Redlock again', quorumBack, 20_000);
+    await sleep(2000);
     const t1 = Date.now();
     await sleep(1500);
     expect(await cluster.stopAll()).toEqual([0, 0, 0]);
@@ -110,9 +113,9 @@ describe('fault: infrastructure', () => {
     cluster.start('behind', faked('-1.5s'));
     cluster.start('exact');
     await Promise.all(['ahead', 'behind', 'exact'].map((n) => cluster.started(n)));
-    // 16 judged seconds: each of them must run once, whichever node wins it.
+    // 10 judged seconds: each of them must run once, whichever node wins it.
     const t0 = Date.now() + 2000;
-    await sleep(20_000);
+    await sleep(14_000);
     const t1 = Date.now() - 2000;
     expect(await cluster.stopAll()).toEqual([0, 0, 0]);
 
@@ -169,10 +172,12 @@ describe('fault: infrastructure', () => {
     await proxy.restore();
     // Its attempt ended without an outcome of its own: attempt 2 is owed, and runs once the store is back.
     await waitFor('the long period to end (attempt 2)', () => cluster.effects().some((e) => e.key === long.key && e.ev === 'end' && e.attempt === 2), 30_000);
-    // Missed seconds are caught up; give the cluster time to do it.
-    await sleep(5000);
+    // Missed seconds are caught up: wait until every second up to now has started (judged once below).
     const t1 = Date.now();
-    await sleep(1000);
+    await waitFor('every second of the cut to be caught up', () => {
+      const started = new Set(cluster.effects().filter((e) => e.ev === 'start').map((e) => e.key));
+      return secondsBetween(t0, t1).every((iso) => started.has(`steady@${iso}`));
+    }, 30_000, 200);
     expect(await cluster.stopAll()).toEqual([0, 0]);
     // Nothing left running or ended without an outcome by the stop itself.
     expect((await cluster.history()).filter((r) => r.periodKey !== long.key && r.status !== 'succeeded' && r.status !== 'skipped').map((r) => `${r.periodKey}#${r.attempt} ${r.status} ${r.reason ?? ''}`)).toEqual([]);

@@ -277,6 +277,17 @@ describe('owed work: attempts that must run whatever happens to the node that ow
         .then(() => true, (err: unknown) => String(err));
       expect.soft(orphanAbandoned, 'part 1: the killed run of the removed job ends abandoned within a few leases').toBe(true);
       if (orphanAbandoned === true) console.log(`orphan row abandoned within ${Date.now() - upAt} ms of the new nodes' start`);
+      // The removed job was declared by its node until it was killed: the attempt its takeover made owed
+      // (if any) is abandoned once no node has declared it for JOB_SEEN_TTL_MS (30 s, by the store's
+      // seen_at). Those 30 s are aged in the store rather than waited out (seen_at is all that is read
+      // of them); a live node that still declared the removed job would set seen_at back to now, and the
+      // wait for the owed attempt below would time out.
+      const aging = knexFactory({ client: 'mysql2', connection: db.url, pool: { min: 0, max: 1 } });
+      try {
+        expect(await aging('scheduler_jobs').where({ name: 'orphan' }).update({ seen_at: aging.raw('seen_at - ?', [30_000]) }), 'the removed job\'s row in the jobs table').toBe(1);
+      } finally {
+        await aging.destroy();
+      }
 
       // Part 2: a real kill -9 takeover of a known job behind the stale rows of unknown jobs.
       const first = await waitFor('the known job to start', () => effect(cluster, (e) => e.ev === 'start' && e.key.startsWith('known@') && e.attempt === 1), 45_000);
@@ -285,8 +296,7 @@ describe('owed work: attempts that must run whatever happens to the node that ow
       expect(second.node).not.toBe(first.node);
       await waitFor('attempt 2 to end', () => effect(cluster, ev('end', first.key, 2)), 20_000);
       await historyUntil(cluster, `the ${planted} planted rows to end abandoned`, (runs) => runs.filter((r) => r.job.startsWith('gone-') && r.status === 'abandoned').length === planted, 20_000);
-      // The removed job was declared by its node until it was killed: once no node has declared it for
-      // JOB_SEEN_TTL_MS (30 s), the attempt its takeover made owed (if any) is abandoned too.
+      // (Its declaration aged by 30 s above.)
       await historyUntil(cluster, 'no owed attempt of the removed job left', (runs) => !runs.some((r) => r.periodKey === orphan.key && r.status === 'pending'), 60_000);
       expect(await cluster.stopOthers([first.node, 'old1'])).toEqual([0]);
 

@@ -173,7 +173,10 @@ export default {
     expect(a.logs().find((l) => l.msg === 'daemon starting')).toMatchObject({ config: { alertWebhook: expect.stringMatching(/^http:\/\/127\.0\.0\.1:\d+\/\*\*\*$/), alertToken: '***' } });
   }, 180_000);
 
-  it('an alert owed by a node killed before it could deliver is delivered by another node, with the same id', async () => {
+  // The cases below side by side (it.concurrent): each has its own workspace, receiver and (Redis)
+  // server, and none judges time tightly. The two-daemon case above, whose failures must fall in its
+  // first 7 s, runs alone.
+  it.concurrent('an alert owed by a node killed before it could deliver is delivered by another node, with the same id', async () => {
     const ws = workspace();
     const hook = await receiver(600_000);
     // Only its first period fails: one alert.
@@ -201,7 +204,7 @@ export default {
     }
   }, 90_000);
 
-  it('node alerts: this node losing and regaining its Redis quorum is POSTed from memory (redis_lost, then redis_back)', async () => {
+  it.concurrent('node alerts: this node losing and regaining its Redis quorum is POSTed from memory (redis_lost, then redis_back)', async () => {
     const ws = workspace();
     const hook = await receiver(0);
     const redis = new RedisServer(await freePort());
@@ -226,7 +229,7 @@ export default {
     expect(hook.received[0]!.body.error).toMatch(/quorum is lost/);
   }, 90_000);
 
-  it('run-once: a period that fails there alerts too (delivered before the process exits) and calls onFailure', async () => {
+  it.concurrent('run-once: a period that fails there alerts too (delivered before the process exits) and calls onFailure', async () => {
     const ws = workspace();
     const hook = await receiver(0);
     ws.writeJob('broken.mjs', `import { appendFileSync } from 'node:fs';
@@ -242,7 +245,7 @@ export default {
     expect(ws.records('on-failure.jsonl')).toMatchObject([{ status: 'failed', error: 'no database', attempt: 1, trigger: 'manual', periodKey: hook.received[0]!.body.periodKey }]);
   }, 60_000);
 
-  it('onFailure as a named export beside export default: run-once calls it; a file with both a named one and a field is refused by validate with one line', async () => {
+  it.concurrent('onFailure as a named export beside export default: run-once calls it; a file with both a named one and a field is refused by validate with one line', async () => {
     const ws = workspace();
     ws.writeJob('named-hook.mjs', `import { appendFileSync } from 'node:fs';
 export default { schedule: '0 0 1 1 *', async run() { throw new Error('named hook, please'); } };
@@ -263,7 +266,7 @@ export function onFailure() {}
     expect(both.stdout.trim().split('\n')).toEqual([expect.stringMatching(/both\.mjs: onFailure is both a named export and a field of the default export: expected one of them \(remove the other\)$/)]);
   }, 60_000);
 
-  it('a bad webhook URL or token is refused at start: exit 2, one line naming the setting, secrets redacted', async () => {
+  it.concurrent('a bad webhook URL or token is refused at start: exit 2, one line naming the setting, secrets redacted', async () => {
     const ws = workspace();
     ws.writeJob('beat.mjs', jobSource(`schedule: '* * * * * *',`));
     const env = { SCHEDULER_STORE: ws.sqliteStore(), SCHEDULER_JOBS_DIR: ws.jobsDir };

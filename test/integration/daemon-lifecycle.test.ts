@@ -16,7 +16,9 @@ const { workspace, envOf, start, history } = singleNode('cron-daemon-', 'lifecyc
 
 const effects = (ws: Workspace, event = 'start') => ws.records<Effect>('effects.jsonl').filter((e) => e.event === event);
 
-describe('daemon lifecycle', () => {
+// Side by side (describe.concurrent): each case has its own workspace and SQLite file, and its time
+// bounds are seconds wide (a 1 s grace judged as 0.9-4 s, exits within 8-15 s).
+describe.concurrent('daemon lifecycle', () => {
   it('SIGTERM during a 3-second run lets it finish: recorded succeeded, exit 0, nothing new starts', async () => {
     const ws = workspace();
     ws.writeJob('three-seconds.mjs', jobSource(`schedule: '* * * * * *', catchUp: '1s',`, `await sleep(ctx, 3000); record(ctx, 'finished'); return 'done';`));

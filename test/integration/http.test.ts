@@ -252,11 +252,15 @@ describe('HTTP server on a PostgreSQL store shared by two nodes', () => {
     const PATHS = ['/readyz', '/healthz', '/api/summary', '/api/jobs', '/api/jobs/yearly', '/api/runs', '/api/nodes', '/metrics', '/', '/jobs/yearly'];
     const noSecretIn = async (when: string) => {
       for (const [url, init] of [[urlA, { headers: { authorization: `Bearer ${secrets.httpToken}` } }], [urlB, {}]] as const) {
-        for (const path of PATHS) {
+        const check = async (path: string) => {
           const r = await get(`${url}${path}`, init);
           if (when === 'up') expect(r.status, `${url}${path}`).toBe(200);
           for (const [name, value] of Object.entries(secrets)) expect(r.body, `${name} in ${path} (${when})`).not.toContain(value);
-        }
+        };
+        // With the store black-holed, each read waits out the store's 10 s statement/connect timeouts:
+        // the paths are asked at once (every answer still checked), not one 10 s wait after another.
+        if (when === 'up') for (const path of PATHS) await check(path);
+        else await Promise.all(PATHS.map(check));
       }
     };
     await noSecretIn('up');

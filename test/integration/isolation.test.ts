@@ -89,7 +89,9 @@ describe("isolation: 'worker'", () => {
     }
   });
 
-  it('ctx in a worker: the same fields, a working signal, and ctx.log lines bound like an inline one; a child logger too; --dry-run', async () => {
+  // This case and the next side by side (it.concurrent): run-once and list on a workspace of their
+  // own each, judging no time. The daemon cases around them judge ticks and CPU, and run alone.
+  it.concurrent('ctx in a worker: the same fields, a working signal, and ctx.log lines bound like an inline one; a child logger too; --dry-run', async () => {
     const ws = workspace();
     const body = `
       const { isMainThread, threadId } = await import('node:worker_threads');
@@ -124,7 +126,7 @@ describe("isolation: 'worker'", () => {
     expect(effects(ws).filter((e) => e.job === 'in-worker').map((e) => e.dryRun)).toEqual([false, true]);
   });
 
-  it('the isolation setting is the default of jobs that do not set their own; a bad value is refused with one line', async () => {
+  it.concurrent('the isolation setting is the default of jobs that do not set their own; a bad value is refused with one line', async () => {
     const ws = workspace();
     const body = `const { isMainThread } = await import('node:worker_threads'); return { isMainThread };`;
     ws.writeJob('default.mjs', jobSource(`schedule: '0 0 1 1 *',`, body));
@@ -263,7 +265,8 @@ describe('the event-loop watchdog (inline bodies)', () => {
   });
 });
 
-describe('outcomes that say what happened', () => {
+// run-once on a workspace of its own per case, judging no time: side by side.
+describe.concurrent('outcomes that say what happened', () => {
   const results = {
     big: `return 'x'.repeat(3000);`,
     fits: `return 'y'.repeat(1000);`,

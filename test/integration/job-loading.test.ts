@@ -6,15 +6,21 @@
  * stops on SIGTERM with exit 0 while the stuck import is still pending.
  */
 import { existsSync, mkdirSync, symlinkSync } from 'node:fs';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { Daemon, runCli } from '../helpers/cli.js';
 import { jobSource, type Effect } from '../helpers/job-sources.js';
 import { waitFor } from '../helpers/redis.js';
 import { Workspace, type HistoryRun } from '../helpers/workspace.js';
 import { waitForLog } from './cluster-scenario.js';
 
+// The cases run side by side (describe.concurrent) and share this list: clean up once none runs.
 const cleanups: Array<() => Promise<void> | void> = [];
+let running = 0;
+beforeEach(() => {
+  running++;
+});
 afterEach(async () => {
+  if (--running > 0) return;
   for (const c of cleanups.splice(0).reverse()) await c();
 });
 
@@ -62,7 +68,10 @@ const effects = (ws: Workspace) => ws.records<Effect>('effects.jsonl').filter((e
 /** Lines of `text` that name `file` (as `jobs/<name>` followed by a colon). */
 const linesNaming = (text: string, file: string) => text.split('\n').filter((l) => l.includes(`${file}:`));
 
-describe('job files that cannot be loaded, through bin/scheduler', () => {
+// Side by side: each case has a workspace (and SQLite file) of its own, and its time bounds are loose
+// (a stuck file costs its 1-10 s deadline, a stop takes < 15 s); the 10 s default deadline no longer
+// holds up the others.
+describe.concurrent('job files that cannot be loaded, through bin/scheduler', () => {
   it('validate: one line per broken file naming it and the reason, exit 2; --json lists the same', async () => {
     const ws = brokenWorkspace();
     const started = Date.now();

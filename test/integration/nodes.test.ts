@@ -94,7 +94,10 @@ describe('nodes', () => {
     expect(fromHere.stderr).toMatch(/^scheduler: node id "remote-1" is held by a live process: host db-2, pid 4242, heartbeat \d+(\.\d)?s ago; set SCHEDULER_NODE_ID to another name\n$/);
   });
 
-  it('after kill -9 a restart on this host takes its id over at once; after SIGTERM the node shows stopped', async () => {
+  // The cases below side by side (it.concurrent): each has its own workspace, SQLite file and node id,
+  // and none judges time closer than 'within 30 s'. The first one, which reads the measured clock
+  // offset (0), runs alone.
+  it.concurrent('after kill -9 a restart on this host takes its id over at once; after SIGTERM the node shows stopped', async () => {
     const ws = workspace();
     const jobs = holdingJobs(ws, 'a');
     const first = startNode(ws, 'node-a', jobs);
@@ -115,7 +118,7 @@ describe('nodes', () => {
     expect(stopped).toMatchObject({ id: 'node-a', pid: second.proc.pid, state: 'stopped', alive: false, inFlight: 0 });
   });
 
-  it.runIf(existsSync('/proc/self/stat'))('a restart right after kill -9 takes the id over while the killed process is a zombie (not yet reaped by its parent)', async () => {
+  it.runIf(existsSync('/proc/self/stat')).concurrent('a restart right after kill -9 takes the id over while the killed process is a zombie (not yet reaped by its parent)', async () => {
     const ws = workspace();
     const jobs = holdingJobs(ws, 'z');
     const pidFile = ws.path('first.pid');
@@ -141,7 +144,7 @@ describe('nodes', () => {
     expect(await second.stop('SIGTERM')).toBe(0);
   });
 
-  it('a node whose id another live process took over stops claiming and exits 2, naming that process; the row stays the other\'s', async () => {
+  it.concurrent('a node whose id another live process took over stops claiming and exits 2, naming that process; the row stays the other\'s', async () => {
     const ws = workspace();
     const d = startNode(ws, 'node-t', holdingJobs(ws, 't'));
     await waitFor('node-t alive with its run in flight', async () => (await nodes(ws)).find((n) => n.id === 'node-t' && n.inFlight === 1), 60_000, 500);
@@ -177,7 +180,7 @@ describe('nodes', () => {
     expect((await nodes(ws)).find((n) => n.id === 'node-t')).toMatchObject({ host: 'db-2', pid: 4242, state: 'running', alive: true });
   });
 
-  it('exit 4 with one line (password redacted) when the store cannot be reached', async () => {
+  it.concurrent('exit 4 with one line (password redacted) when the store cannot be reached', async () => {
     const r = await runCli(['nodes', '--store', 'postgres://postgres:secret@127.0.0.1:1/none']);
     expect(r.code, r.stderr).toBe(4);
     expect(r.stderr.trim().split('\n')).toHaveLength(1);

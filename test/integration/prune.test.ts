@@ -4,7 +4,7 @@
  * the real CLI: --older-than, the retention setting, --dry-run, --json, and the catchUp refusal.
  */
 import knexFactory, { type Knex } from 'knex';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { KnexRunStore } from '../../src/store/runs.js';
 import { RUNS_TABLE } from '../../src/store/migrations.js';
 import { runCli, type CliResult } from '../helpers/cli.js';
@@ -71,7 +71,13 @@ function project(): Project {
   projects.push(p);
   return p;
 }
+// The cases run side by side (describe.concurrent) and share this list: clean up once none runs.
+let running = 0;
+beforeEach(() => {
+  running++;
+});
 afterEach(() => {
+  if (--running > 0) return;
   for (const p of projects.splice(0)) p.ws.cleanup();
 });
 
@@ -89,7 +95,8 @@ interface PruneDoc {
   source: string;
 }
 
-describe('bin/scheduler prune', () => {
+// CLI commands on a project (and SQLite file) of its own per case, judging no time: side by side.
+describe.concurrent('bin/scheduler prune', () => {
   it('--older-than: deletes the finished runs older than D (a job keeps its newest), prints the count and the cutoff', async () => {
     const p = project();
     p.job('report.mjs', "schedule: '0 2 * * *',");

@@ -178,7 +178,11 @@ async function concurrentPasses(p: Project): Promise<void> {
 }
 
 describe('run-once on SQLite', () => {
-  it('a pass runs the due periods that have no row; a second pass finds nothing due', async () => {
+  // The cases are CLI commands on a project (and SQLite file) of their own each, CPU-bound and judging
+  // no lease or tight timing: they run side by side (it.concurrent, vitest's 5 at a time), which uses
+  // both cores. The waiting cases (daemons, leases) keep their own group, and the timeout case, which
+  // judges a body's cut to within 2 s, runs alone.
+  it.concurrent('a pass runs the due periods that have no row; a second pass finds nothing due', async () => {
     const p = project();
     p.job('daily.mjs', `schedule: '0 0 * * *', catchUp: '2d',`);
     p.job('daily-ts.ts', `schedule: '0 0 * * *', catchUp: '2d', coalesce: false,`);
@@ -211,7 +215,7 @@ describe('run-once on SQLite', () => {
     expect(runs.filter((r) => r.job === 'daily-ts').map((r) => r.status)).toEqual(['succeeded', 'succeeded']);
   });
 
-  it('a pass with a failing job exits 1; the other jobs still run', async () => {
+  it.concurrent('a pass with a failing job exits 1; the other jobs still run', async () => {
     const p = project();
     p.job('good.mjs', `schedule: '0 0 * * *', catchUp: '2d',`);
     p.job('bad.mjs', `schedule: '0 0 * * *', catchUp: '2d',`, `throw new Error('disk full at ' + ctx.periodKey);`);
@@ -226,11 +230,11 @@ describe('run-once on SQLite', () => {
     expect(r.stdout).toMatch(/bad\s.*failed/);
   });
 
-  it('two passes started at the same moment: each period runs exactly once', async () => {
+  it.concurrent('two passes started at the same moment: each period runs exactly once', async () => {
     await concurrentPasses(project());
   });
 
-  it('run-once <job> --period <a future period> exits 2 naming the next due instant; nothing runs, no row', async () => {
+  it.concurrent('run-once <job> --period <a future period> exits 2 naming the next due instant; nothing runs, no row', async () => {
     const p = project();
     p.job('daily.mjs', `schedule: '0 0 * * *',`);
     const next = new Date(lastMidnightUtc().getTime() + 86_400_000);
@@ -246,7 +250,7 @@ describe('run-once on SQLite', () => {
     expect(await p.history()).toEqual([]);
   });
 
-  it('a pass waits for the retry its failed run made owed and runs it: exit 0, the period judged by its last attempt', async () => {
+  it.concurrent('a pass waits for the retry its failed run made owed and runs it: exit 0, the period judged by its last attempt', async () => {
     const p = project();
     p.job('flaky.mjs', `schedule: '0 0 * * *', catchUp: '2d', retries: 1, retryDelay: '1s',`, `if (ctx.attempt === 1) throw new Error('attempt 1 fails'); return 'attempt ' + ctx.attempt;`);
     const period = `flaky@${lastMidnightUtc().toISOString()}`;
@@ -349,7 +353,7 @@ describe('run-once on SQLite', () => {
     });
   });
 
-  it('a manual run of a new job before its first pass does not hide its due period: the pass still runs it', async () => {
+  it.concurrent('a manual run of a new job before its first pass does not hide its due period: the pass still runs it', async () => {
     const p = project();
     p.job('daily.mjs', `schedule: '0 0 * * *', catchUp: '2d',`);
     expectCode(await p.cli(['run-once', 'daily']), 0);
@@ -360,14 +364,14 @@ describe('run-once on SQLite', () => {
     expect(ran).toEqual([['manual', false], ['catch-up', true]]);
   });
 
-  it('--dry-run selects exactly the periods the real pass then runs, and writes no row', async () => {
+  it.concurrent('--dry-run selects exactly the periods the real pass then runs, and writes no row', async () => {
     const p = project();
     p.job('hourly.mjs', `schedule: '0 * * * *', catchUp: '3h', coalesce: false,`);
     p.job('daily.mjs', `schedule: '0 0 * * *', catchUp: '2d',`);
     p.job('yearly.mjs', `schedule: '0 0 1 1 *', catchUp: '1m',`);
-    // Not across an hour boundary between the two commands.
+    // Not across an hour boundary between the two commands (which, beside the other cases, may take 10 s).
     const toHour = 3_600_000 - (Date.now() % 3_600_000);
-    if (toHour < 10_000) await sleepMs(toHour + 500);
+    if (toHour < 30_000) await sleepMs(toHour + 500);
 
     const dry = await p.cli(['run-once', '--dry-run', '--json']);
     expectCode(dry, 0);
@@ -382,7 +386,7 @@ describe('run-once on SQLite', () => {
     expect((await p.history()).filter((x) => x.status === 'succeeded').map((x) => x.periodKey).sort()).toEqual(keys(real));
   });
 
-  it('run-once <job> --period on a period whose last attempt is pending is refused (exit 3) naming the owed attempt', async () => {
+  it.concurrent('run-once <job> --period on a period whose last attempt is pending is refused (exit 3) naming the owed attempt', async () => {
     const p = project();
     const period = '2024-03-01T00:00:00.000Z';
     const pending = await plantPending(p, period);
@@ -395,7 +399,7 @@ describe('run-once on SQLite', () => {
     expect((await p.history()).map((x) => [x.attempt, x.status])).toEqual([[2, 'pending'], [1, 'failed']]);
   });
 
-  it("history shows a pending attempt with its runAt and startedAt null; --status pending filters it", async () => {
+  it.concurrent("history shows a pending attempt with its runAt and startedAt null; --status pending filters it", async () => {
     const p = project();
     const period = '2024-03-01T00:00:00.000Z';
     await plantPending(p, period);
@@ -419,7 +423,7 @@ describe('run-once on SQLite', () => {
     expect(text.stdout).not.toContain('attempt 1 fails');
   });
 
-  it("run-once <job> runs it now as a 'manual' run", async () => {
+  it.concurrent("run-once <job> runs it now as a 'manual' run", async () => {
     const p = project();
     p.job('hello.mjs', `schedule: '0 0 1 1 *',`, 'return { greeted: ctx.nodeId };');
     const r = await p.cli(['run-once', 'hello', '--node-id', 'by-hand']);
@@ -434,7 +438,7 @@ describe('run-once on SQLite', () => {
     expect(Math.abs(new Date(runs[0]!.scheduledAt).getTime() - Date.now())).toBeLessThan(30_000);
   });
 
-  it("a manual run is refused (exit 3) while a run of that job is in flight and overlap is 'skip'", async () => {
+  it.concurrent("a manual run is refused (exit 3) while a run of that job is in flight and overlap is 'skip'", async () => {
     const release = 'release';
     const p = project();
     p.job('slow.mjs', `schedule: '0 0 1 1 *', overlap: 'skip',`, `await waitForFile(ctx, process.env.RELEASE); return 'released';`);
@@ -457,7 +461,7 @@ describe('run-once on SQLite', () => {
     expect(runs.map((r) => [r.nodeId, r.trigger, r.status])).toEqual([['third', 'manual', 'succeeded'], ['first', 'manual', 'succeeded']]);
   });
 
-  it("run-once <job> --period is refused while that period is in flight: always, even with --force and overlap 'allow'", async () => {
+  it.concurrent("run-once <job> --period is refused while that period is in flight: always, even with --force and overlap 'allow'", async () => {
     const p = project();
     p.job('slow.mjs', `schedule: '0 0 * * *', overlap: 'allow',`, `await waitForFile(ctx, process.env.RELEASE);`);
     p.env.RELEASE = p.ws.path('release');
@@ -476,7 +480,7 @@ describe('run-once on SQLite', () => {
     expect((await p.history('slow')).map((r) => [r.periodKey, r.attempt, r.status])).toEqual([[`slow@${period}`, 1, 'succeeded']]);
   });
 
-  it('run-once <job> --period: a past period without a row runs; again is refused; --force runs attempt 2', async () => {
+  it.concurrent('run-once <job> --period: a past period without a row runs; again is refused; --force runs attempt 2', async () => {
     const p = project();
     p.job('daily.mjs', `schedule: '0 0 * * *',`);
     const period = '2024-03-01T00:00:00.000Z';
@@ -500,7 +504,7 @@ describe('run-once on SQLite', () => {
     ]);
   });
 
-  it('run-once <job> --period: a failed period may run again; an instant off the schedule exits 2 naming the nearest periods', async () => {
+  it.concurrent('run-once <job> --period: a failed period may run again; an instant off the schedule exits 2 naming the nearest periods', async () => {
     const p = project();
     p.job('flaky.mjs', `schedule: '0 0 * * *',`, `if (existsSync(process.env.FAIL_FLAG)) throw new Error('flaky failure');`);
     p.env.FAIL_FLAG = p.ws.path('fail');
@@ -525,7 +529,7 @@ describe('run-once on SQLite', () => {
     expect(p.effects()).toHaveLength(2);
   });
 
-  it('--dry-run: ctx.dryRun is true in the body and no row is written', async () => {
+  it.concurrent('--dry-run: ctx.dryRun is true in the body and no row is written', async () => {
     const p = project();
     p.job('hello.mjs', `schedule: '0 0 * * *', catchUp: '2d',`);
     expectCode(await p.cli(['run-once', 'hello', '--dry-run']), 0);
@@ -538,7 +542,7 @@ describe('run-once on SQLite', () => {
     expect((await p.history()).filter((r) => r.status === 'succeeded')).toHaveLength(1);
   });
 
-  it('--json prints one parseable JSON document on stdout, logs go to stderr', async () => {
+  it.concurrent('--json prints one parseable JSON document on stdout, logs go to stderr', async () => {
     const p = project({ env: { SCHEDULER_LOG_LEVEL: 'info' } });
     p.job('hello.mjs', `schedule: '0 0 1 1 *',`, `return { answer: 42 };`);
     p.job('oops.mjs', `schedule: '0 0 1 1 *',`, `throw new Error('oops');`);
@@ -565,7 +569,7 @@ describe('run-once on SQLite', () => {
     expect((JSON.parse(history.stdout) as unknown[]).length).toBe(3);
   });
 
-  it('broken job files beside good ones: the good ones run, each broken one is one line naming file and field; validate exits 2', async () => {
+  it.concurrent('broken job files beside good ones: the good ones run, each broken one is one line naming file and field; validate exits 2', async () => {
     const p = project();
     p.job('good.mjs', `schedule: '0 0 * * *', catchUp: '2d',`);
     p.job('also-good.ts', `schedule: '0 0 * * *', catchUp: '2d',`);
@@ -605,7 +609,7 @@ describe('run-once on SQLite', () => {
     expect(JSON.parse(vj.stdout)).toMatchObject({ valid: false, jobs: ['also-good', 'good'] });
   });
 
-  it('an unknown job name exits 2 naming it; nothing runs', async () => {
+  it.concurrent('an unknown job name exits 2 naming it; nothing runs', async () => {
     const p = project();
     p.job('hello.mjs', `schedule: '0 0 1 1 *',`);
     const r = await p.cli(['run-once', 'hello', 'no-such-job']);
@@ -634,7 +638,7 @@ describe('run-once on SQLite', () => {
     expect(run!.durationMs).toBeLessThan(4000);
   });
 
-  it('a body that calls process.exit(3) is recorded failed; the command still reports and exits normally', async () => {
+  it.concurrent('a body that calls process.exit(3) is recorded failed; the command still reports and exits normally', async () => {
     const p = project();
     p.job('quitter.mjs', `schedule: '0 0 1 1 *',`, 'process.exit(3);');
     p.job('hello.mjs', `schedule: '0 0 1 1 *',`);
