@@ -1,11 +1,19 @@
 import { defineConfig } from 'vitest/config';
 
 /**
- * Two groups. The light files (pure units, store contracts, deploy files, the browser page) share no
- * process or port and run two at a time, first. Then the integration and fault files, one at a time:
- * they spawn several daemons each and judge leases on a 2-core machine, so they must not run side by side.
+ * Two groups. First, two files at a time: the files that share no process or port (pure units, store
+ * contracts, deploy files, the browser page) and the integration files that drive the command line
+ * and a daemon or two without judging a lease or a deadline to less than several seconds. Then the
+ * files that do (clusters, faults, pauses, alerts, timing), one at a time: they start several daemons
+ * each and judge leases on a 2-core machine, so they must not run side by side.
  */
 const shared = { testTimeout: 120_000, hookTimeout: 120_000 };
+
+/** Integration files with no bound tighter than several seconds: run beside another file. */
+const PAIRED_INTEGRATION = [
+  'run-once', 'http', 'nodes', 'example-jobs', 'job-loading', 'command-jobs', 'daemon-lifecycle',
+  'prune', 'once', 'reload', 'terminal-output', 'idempotency-example-dry-run',
+].map((name) => `test/integration/${name}.test.ts`);
 
 export default defineConfig({
   test: {
@@ -14,8 +22,8 @@ export default defineConfig({
       {
         test: {
           ...shared,
-          name: 'light',
-          include: ['test/unit/**/*.test.ts', 'test/contract/**/*.test.ts', 'test/deploy/**/*.test.ts', 'test/browser/**/*.test.ts'],
+          name: 'two-at-a-time',
+          include: ['test/unit/**/*.test.ts', 'test/contract/**/*.test.ts', 'test/deploy/**/*.test.ts', 'test/browser/**/*.test.ts', ...PAIRED_INTEGRATION],
           maxWorkers: 2,
           sequence: { groupOrder: 0 },
         },
@@ -23,8 +31,9 @@ export default defineConfig({
       {
         test: {
           ...shared,
-          name: 'daemons',
+          name: 'one-at-a-time',
           include: ['test/integration/**/*.test.ts', 'test/fault/**/*.test.ts'],
+          exclude: PAIRED_INTEGRATION,
           fileParallelism: false,
           sequence: { groupOrder: 1 },
         },

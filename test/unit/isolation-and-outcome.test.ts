@@ -9,7 +9,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { describeConfig, loadConfig, parseSize } from '../../src/config/config.js';
 import { ConfigError } from '../../src/errors.js';
 import { validateJob } from '../../src/jobs/validate.js';
-import { LoopWatchdog } from '../../src/run/isolation/watchdog.js';
+import { LoopWatchdog, NAMED_JOBS } from '../../src/run/isolation/watchdog.js';
 import { DEFAULT_MAX_RESULT_BYTES, describeThrown, formatSize, serialiseResult, thrownType } from '../../src/run/outcome.js';
 import { waitFor } from '../helpers/redis.js';
 
@@ -186,5 +186,23 @@ describe('LoopWatchdog', () => {
     await waitFor('the second warning', () => lines.length > 1, 5000, 10);
     expect(lines[1]!.jobs).toEqual([]);
     expect(lines[1]!.msg).toMatch(/no inline job body was running/);
+  });
+
+  it('a block while 300 bodies await names the first 10 and counts the rest: one readable line, not 300 names', async () => {
+    const { log, lines } = capture();
+    const w = new LoopWatchdog(log, { intervalMs: 20, thresholdMs: 300 });
+    watchdogs.push(w);
+    const names = Array.from({ length: 300 }, (_, i) => `job-${String(i).padStart(3, '0')}`);
+    const bodies = names.map((n) => w.enter(run(n)));
+    for (const b of bodies) b.returned();
+    await new Promise((r) => setTimeout(r, 50));
+    block(500);
+    await waitFor('the warning', () => lines.length > 0, 5000, 10);
+    const [line] = lines;
+    expect(line!.jobs).toEqual(names.slice(0, NAMED_JOBS));
+    expect(line!.jobCount).toBe(300);
+    expect(line!.runs).toHaveLength(NAMED_JOBS);
+    expect(line!.msg).toBe(`event loop blocked for ${line!.blockedMs} ms while inline job body ${names.slice(0, NAMED_JOBS).join(', ')} and 290 more ran (isolation: 'worker' runs a body in a thread of its own)`);
+    for (const b of bodies) b.ended();
   });
 });

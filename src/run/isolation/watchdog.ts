@@ -22,6 +22,8 @@ export interface WatchdogOptions {
 
 export const WATCHDOG_INTERVAL_MS = 250;
 export const WATCHDOG_THRESHOLD_MS = 1000;
+/** At most this many jobs (and runs) are named in a watchdog line; `jobCount` says how many there were. */
+export const NAMED_JOBS = 10;
 
 interface Entry {
   job: string;
@@ -93,10 +95,15 @@ export class LoopWatchdog {
       if (sync.length > 0) suspects = sync;
       const jobs = [...new Set(suspects.map((e) => e.job))];
       const ms = Math.round(blockedMs);
+      // A node running hundreds of bodies at once names a few (one line stays one readable line).
+      const named = jobs.length > NAMED_JOBS ? `${jobs.slice(0, NAMED_JOBS).join(', ')} and ${jobs.length - NAMED_JOBS} more` : jobs.join(', ');
       this.log.warn(
-        { blockedMs: ms, jobs, runs: suspects.map((e) => ({ job: e.job, periodKey: e.periodKey, runId: e.runId })) },
+        {
+          blockedMs: ms, jobs: jobs.slice(0, NAMED_JOBS), jobCount: jobs.length,
+          runs: suspects.slice(0, NAMED_JOBS).map((e) => ({ job: e.job, periodKey: e.periodKey, runId: e.runId })),
+        },
         jobs.length > 0
-          ? `event loop blocked for ${ms} ms while inline job body ${jobs.join(', ')} ran (isolation: 'worker' runs a body in a thread of its own)`
+          ? `event loop blocked for ${ms} ms while inline job body ${named} ran (isolation: 'worker' runs a body in a thread of its own)`
           : `event loop blocked for ${ms} ms; no inline job body was running`,
       );
     }
