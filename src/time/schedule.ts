@@ -293,15 +293,42 @@ export interface PeriodView {
   dst?: string;
 }
 
+const UTC_OFFSET = { shown: '+00:00', ms: 0 };
+
+/** The zone's offset at an instant: as shown (`+hh:mm`) and exactly, in ms (seconds included, as in LMT). */
+function zoneOffset(instant: Date, timezone: string): { shown: string; ms: number } {
+  if (timezone === 'UTC') return UTC_OFFSET;
+  let fmt = offsetFormats.get(timezone);
+  if (!fmt) {
+    fmt = new Intl.DateTimeFormat('en-US', { timeZone: timezone, timeZoneName: 'longOffset' });
+    offsetFormats.set(timezone, fmt);
+  }
+  const name = fmt.formatToParts(instant).find((p) => p.type === 'timeZoneName')?.value ?? 'GMT';
+  const m = /GMT([+-])(\d{2}):(\d{2})(?::(\d{2}))?/.exec(name);
+  if (!m) return { shown: '+00:00', ms: 0 };
+  const sign = m[1] === '-' ? -1 : 1;
+  return { shown: `${m[1]}${m[2]}:${m[3]}`, ms: sign * ((Number(m[2]) * 60 + Number(m[3])) * 60 + Number(m[4] ?? 0)) * 1000 };
+}
+
+const two = (n: number) => (n < 10 ? `0${n}` : String(n));
+
+/**
+ * Each period in UTC and in the job's zone, with the DST changes marked. One Intl call a period (the
+ * offset); the local wall time is the instant shifted by it (what formatLocal says, at a third of
+ * its cost: `next -n 100000` of an every-second job took 10 s).
+ */
 export function describePeriods(schedule: Schedule, after: Date, count: number): PeriodView[] {
   const periods = nextPeriods(schedule, after, count);
   const first = periods[0];
-  let previousOffset = first ? utcOffset(latestPeriodAtOrBefore(schedule, after) ?? first, schedule.timezone) : '';
+  const zone = schedule.timezone;
+  let previousOffset = first ? utcOffset(latestPeriodAtOrBefore(schedule, after) ?? first, zone) : '';
   return periods.map((p) => {
-    const offset = utcOffset(p, schedule.timezone);
-    const view: PeriodView = { utc: p.toISOString(), local: formatLocal(p, schedule.timezone) };
-    if (offset !== previousOffset) view.dst = `UTC offset ${previousOffset} -> ${offset}`;
-    previousOffset = offset;
+    const offset = zoneOffset(p, zone);
+    const w = new Date(p.getTime() + offset.ms);
+    const local = `${w.getUTCFullYear()}-${two(w.getUTCMonth() + 1)}-${two(w.getUTCDate())}T${two(w.getUTCHours())}:${two(w.getUTCMinutes())}:${two(w.getUTCSeconds())}${offset.shown}`;
+    const view: PeriodView = { utc: p.toISOString(), local };
+    if (offset.shown !== previousOffset) view.dst = `UTC offset ${previousOffset} -> ${offset.shown}`;
+    previousOffset = offset.shown;
     return view;
   });
 }

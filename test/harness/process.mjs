@@ -5,7 +5,9 @@
  */
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { closeSync, existsSync, openSync, readFileSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 
@@ -93,21 +95,50 @@ export function cleanEnv(env = {}) {
   return { ...base, SCHEDULER_LOG_LEVEL: 'warn', ...env };
 }
 
-/** `bin/scheduler <args>` (or another copy's, `bin`) to completion, killed after `timeoutMs`. */
+/**
+ * `bin/scheduler <args>` (or another copy's, `bin`) to completion, killed after `timeoutMs`. A command
+ * still running then is asked first for Node's diagnostic report (SIGUSR2: its JavaScript stack and
+ * open handles), which is appended to its stderr, so that a hang says where it was.
+ */
 export function runCli(args, { cwd = ROOT, env, timeoutMs = 60_000, bin = BIN } = {}) {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [bin, ...args], { cwd, env: cleanEnv(env), stdio: ['ignore', 'pipe', 'pipe'] });
+    const reportDir = join(tmpdir(), `cron-cli-report-${process.pid}-${randomBytes(4).toString('hex')}`);
+    const child = spawn(process.execPath, ['--report-on-signal', '--report-signal=SIGUSR2', `--report-directory=${reportDir}`, bin, ...args], { cwd, env: cleanEnv(env), stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d) => (stdout += d));
     child.stderr.on('data', (d) => (stderr += d));
-    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    let hung = '';
+    const timer = setTimeout(() => {
+      mkdirSync(reportDir, { recursive: true });
+      child.kill('SIGUSR2');
+      setTimeout(() => {
+        hung = `\n[harness] killed after ${timeoutMs} ms; ${hangReport(reportDir)}`;
+        child.kill('SIGKILL');
+      }, 2000).unref();
+    }, timeoutMs);
     child.on('error', reject);
-    child.on('close', (code) => {
+    child.on('close', (code, signal) => {
       clearTimeout(timer);
-      resolve({ code, stdout, stderr });
+      rmSync(reportDir, { recursive: true, force: true });
+      resolve({ code, stdout, stderr: hung ? `${stderr}${hung} (signal ${signal})` : stderr });
     });
   });
+}
+
+/** The JavaScript stack and the active handles of the report a hung command wrote. */
+function hangReport(dir) {
+  try {
+    const [file] = readdirSync(dir);
+    const report = JSON.parse(readFileSync(join(dir, file), 'utf8'));
+    const stack = (report.javascriptStack?.stack ?? []).slice(0, 15).join(' | ');
+    const handles = (report.libuv ?? []).filter((h) => h.is_active && h.is_referenced && !['async', 'check', 'prepare', 'idle', 'loop', 'signal'].includes(h.type))
+      .map((h) => `${h.type}${h.remoteEndpoint ? ` to ${JSON.stringify(h.remoteEndpoint)}` : ''}${h.firesInMsFromNow !== undefined ? ` due in ${h.firesInMsFromNow} ms` : ''}`).join(', ');
+    return `its report: stack ${report.javascriptStack?.message ?? ''} ${stack}; active handles: ${handles}`;
+  } catch (err) {
+    // The report is written from the event loop: none means a synchronous call held the main thread.
+    return `no report within 2 s (the main thread is held by a synchronous call?): ${String(err)}`;
+  }
 }
 
 /**
