@@ -205,6 +205,7 @@ export class Database {
     await this.wrap('migrate', () => timeouts.run(MIGRATION_STATEMENT_TIMEOUT_MS, () => this.dialect.withAdvisoryLock(this.knex, 'migrate', MIGRATION_LOCK_WAIT_MS, () =>
       retryWhileLocked(async () => {
         try {
+          await this.dialect.prepareMigrations?.(this.knex, MIGRATIONS_TABLE);
           return await this.knex.migrate.latest(config);
         } catch (err) {
           // Holding the advisory lock (MySQL, PostgreSQL), any knex lock row left set is stale (a

@@ -776,6 +776,49 @@ function describeDialect(backend: Backend): void {
           expect(most).toBe(2);
           expect(await dialect.tryAdvisoryLock(knex, 'l', async () => 'ran')).toBe('ran');
         });
+
+        // Without an advisory lock, knex's own lock table is all that serialises migrations. Two
+        // processes starting at once on a fresh file used to insert two lock rows (read, then
+        // insert), and with two rows every later start failed "Migration table is already locked"
+        // for good: seen in CI as three nodes that never started.
+        it("a lock table with two rows (an older version's start race) or a committed lock (its crash) does not stop a migration", async () => {
+          const lockTable = `${MIGRATIONS_TABLE}_lock`;
+          for (const broken of [[{ is_locked: 0 }, { is_locked: 0 }], [{ is_locked: 1 }], [{ is_locked: 1 }, { is_locked: 0 }, { is_locked: 0 }]]) {
+            const f = await sqlite.fresh();
+            const before = await Database.open(f.config);
+            try {
+              await before.migrate();
+              await before.knex(lockTable).del();
+              await before.knex(lockTable).insert(broken);
+              // Exactly the migrator's refusal, as a node started before this fix met it.
+              const refused = await rejection(before.knex.migrate.latest({ tableName: MIGRATIONS_TABLE, migrationSource }));
+              expect((refused as Error).message).toMatch(/already locked/);
+            } finally {
+              await before.close();
+            }
+            const after = await Database.open(f.config);
+            try {
+              await after.migrate();
+              expect(await after.knex(lockTable).select('is_locked')).toEqual([{ is_locked: 0 }]);
+            } finally {
+              await after.close();
+            }
+          }
+        });
+
+        it('six `bin/scheduler migrate` at once on a fresh file, four times: every one exits 0, one lock row', async () => {
+          for (let round = 0; round < 4; round++) {
+            const f = await sqlite.fresh();
+            const results = await Promise.all(Array.from({ length: 6 }, () => runCli(['migrate', '--store', f.config.url], { timeoutMs: 60_000 })));
+            expect(results.map((r) => r.code), `round ${round}: ${results.map((r) => r.stderr).join('\n')}`).toEqual(results.map(() => 0));
+            const check = new BetterSqlite3(f.name, { readonly: true });
+            try {
+              expect(check.prepare(`select count(*) as n from ${MIGRATIONS_TABLE}_lock`).get()).toEqual({ n: 1 });
+            } finally {
+              check.close();
+            }
+          }
+        });
         return;
       }
 

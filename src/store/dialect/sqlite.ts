@@ -65,4 +65,25 @@ export const sqliteDialect: Dialect = {
   async tryAdvisoryLock(_knex, _name, fn) {
     return fn();
   },
+
+  /**
+   * knex's migrator creates its lock table and inserts the one lock row with a read, then an insert:
+   * two processes starting at once on a fresh file could both insert, and with two rows its lock
+   * (`UPDATE ... WHERE is_locked = 0` must change exactly one row) was refused to every start for
+   * good ("Migration table is already locked"). Here each step is one statement, so SQLite's writer
+   * lock makes it atomic, and any number of processes may run them at once:
+   * - the two tables, as knex creates them (it then finds them and creates nothing);
+   * - one lock row: duplicates left by that race are removed, and a missing row inserted;
+   * - a committed `is_locked = 1` is stale: on SQLite every migration runs in the one transaction
+   *   that takes and frees the lock (no migration disables transactions), so no other process ever
+   *   sees a lock that is really held; one left by an older version's crash is freed.
+   */
+  async prepareMigrations(knex, tableName) {
+    const lock = `${tableName}_lock`;
+    await knex.raw('create table if not exists ?? (`id` integer not null primary key autoincrement, `name` varchar(255), `batch` integer, `migration_time` datetime)', [tableName]);
+    await knex.raw('create table if not exists ?? (`index` integer not null primary key autoincrement, `is_locked` integer)', [lock]);
+    await knex.raw('delete from ?? where `index` <> (select min(`index`) from ??)', [lock, lock]);
+    await knex.raw('insert into ?? (`is_locked`) select 0 where not exists (select 1 from ??)', [lock, lock]);
+    await knex.raw('update ?? set `is_locked` = 0 where `is_locked` <> 0', [lock]);
+  },
 };

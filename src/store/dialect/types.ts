@@ -57,6 +57,11 @@ export interface Dialect {
   withAdvisoryLock<T>(knex: Knex, name: string, deadlineMs: number, fn: () => Promise<T>): Promise<T>;
   /** Like withAdvisoryLock, but gives up at once: null when another session holds it. */
   tryAdvisoryLock<T>(knex: Knex, name: string, fn: () => Promise<T>): Promise<T | null>;
+  /**
+   * Before knex's migrator, holding the 'migrate' lock: whatever its own lock table needs where there is
+   * no advisory lock to keep two starts from racing (SQLite; see sqlite.ts).
+   */
+  prepareMigrations?(knex: Knex, tableName: string): Promise<void>;
 }
 
 /** Connection-level failures every Node driver reports the same way. */
