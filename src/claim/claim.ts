@@ -42,8 +42,12 @@ import { periodKey } from '../time/schedule.js';
 import type { Lease, LockProvider } from './lock.js';
 
 export type ClaimResult =
-  /** `sentAt`: when the statement that claimed the row was sent (monotonic ms); the store's lease runs from after it. */
-  | { outcome: 'won'; run: RunRecord; lease: Lease | null; release: () => void; sentAt: number }
+  /**
+   * `sentAt`: when the statement that claimed the row was sent (monotonic ms); the store's lease runs from after it.
+   * `overlapWith`: a claim with `deferOverlap` found an earlier period's run live; whether it still is
+   * at the body's start decides (see earlierLiveRun).
+   */
+  | { outcome: 'won'; run: RunRecord; lease: Lease | null; release: () => void; sentAt: number; overlapWith?: RunRecord }
   | { outcome: 'lost-lock' | 'lost-row' | 'skipped-overlap' | 'blocked-overlap' | 'in-hand'; running?: RunRecord }
   /** 'skipped-paused': the job is paused; the inserted row was recorded skipped (paused). 'paused': an owed attempt left pending. */
   | { outcome: 'skipped-paused' | 'paused'; pausedReason: string | null; running?: undefined };
@@ -61,6 +65,12 @@ export interface ClaimRequest {
   ignorePause?: boolean;
   /** The shard of the period (default 0). */
   shard?: number;
+  /**
+   * A tick's claim made ahead of its body's start: an earlier period's live run found beside the
+   * INSERT does not skip the period at once (that run may end before the start); the row is kept and
+   * returned with `overlapWith`, and the overlap is judged again at the start (earlierLiveRun).
+   */
+  deferOverlap?: boolean;
 }
 
 /** Where the claim reads whether a job is paused (the jobs table). */
@@ -70,6 +80,9 @@ export type PauseSource = Pick<JobStore, 'get'>;
 const CLAIMS_PER_BATCH = 1000;
 /** Batches of each kind in flight at once: later claims wait and go together (see Coalescer). */
 const BATCHES_IN_FLIGHT = 1;
+
+/** How far back the slowest claim is remembered (see recentSlowestClaimMs). */
+const RECENT_CLAIMS_SECONDS = 30;
 
 /** Not paused: the answer when there is no source or the claim ignores pauses. */
 const NOT_PAUSED = Promise.resolve(null);
@@ -101,6 +114,8 @@ export class Claimer {
   /** Claims in progress (lock and row), by when each began (monotonic ms); a Map keeps the oldest first. */
   private readonly begun = new Map<number, number>();
   private claimSeq = 0;
+  /** The slowest row claim that ended in each of the last seconds (monotonic second, ms). */
+  private readonly slowest: Array<{ second: number; ms: number }> = [];
   /**
    * The claims of one turn of the event loop (a tick's periods, their lock answers arriving together)
    * reach the store together: their rows in one INSERT, their overlap checks in one read, their
@@ -161,6 +176,25 @@ export class Claimer {
     return 0;
   }
 
+  /**
+   * The slowest row claim (lock, INSERT and the reads beside it) that ended in the last 30 s: how far
+   * ahead of their instant this node's ticks must claim for the bodies to start on time.
+   */
+  recentSlowestClaimMs(): number {
+    const second = Math.floor(performance.now() / 1000);
+    let most = 0;
+    for (const b of this.slowest) if (b.second > second - RECENT_CLAIMS_SECONDS) most = Math.max(most, b.ms);
+    return most;
+  }
+
+  private noteClaimTime(ms: number): void {
+    const second = Math.floor(performance.now() / 1000);
+    const last = this.slowest.at(-1);
+    if (last?.second === second) last.ms = Math.max(last.ms, ms);
+    else this.slowest.push({ second, ms });
+    while (this.slowest.length > 0 && this.slowest[0]!.second <= second - RECENT_CLAIMS_SECONDS) this.slowest.shift();
+  }
+
   isInHand(key: string, shard = 0): boolean {
     return this.inHand.has(shardKey(key, shard));
   }
@@ -194,12 +228,22 @@ export class Claimer {
       // cannot skip each other. The row is ours already: the skip is recorded on it (coalesced with
       // the node's other outcomes: under load, skips come by the hundred).
       const earlier = others(live, key, scheduledAt, true, shard);
+      if (earlier.length > 0 && req.deferOverlap) return { outcome: 'won', run: inserted.run, sentAt, overlapWith: earlier[0] };
       if (earlier.length > 0) {
         await this.store.endAttempt(inserted.run, this.nodeId, { status: 'skipped', reason: 'overlap' }, null);
         return { outcome: 'skipped-overlap', running: earlier[0] };
       }
       return { outcome: 'won', run: inserted.run, sentAt };
     }, true);
+  }
+
+  /**
+   * A live run of an earlier period of `run`'s job (the same shard), or null: the overlap check of a
+   * claim made with `deferOverlap`, again at the body's start (the reads of one moment in one statement).
+   */
+  async earlierLiveRun(job: Job, run: RunRecord): Promise<RunRecord | null> {
+    const live = await this.liveRuns({ job: job.name, leaseMs: job.lockTtlMs });
+    return others(live, run.periodKey, run.scheduledAt, true, run.shard)[0] ?? null;
   }
 
   /**
@@ -238,7 +282,7 @@ export class Claimer {
   }
 
   /** The in-process guard and the lock around a row claim; the lock is let go unless the claim won. */
-  private async guarded(key: string, attempt: number, ttlMs: number, claimRow: () => Promise<ClaimResult | { outcome: 'won'; run: RunRecord; sentAt: number }>, inserting = false): Promise<ClaimResult> {
+  private async guarded(key: string, attempt: number, ttlMs: number, claimRow: () => Promise<ClaimResult | { outcome: 'won'; run: RunRecord; sentAt: number; overlapWith?: RunRecord }>, inserting = false): Promise<ClaimResult> {
     if (this.inHand.has(key)) return { outcome: 'in-hand' };
     this.inHand.add(key);
     const seq = ++this.claimSeq;
@@ -271,8 +315,9 @@ export class Claimer {
       settled = inserting && (result.outcome === 'lost-row' || result.outcome === 'skipped-overlap' || result.outcome === 'skipped-paused');
       if (result.outcome !== 'won') return result;
       won = true;
-      return { outcome: 'won', run: result.run, lease, release: () => this.inHand.delete(key), sentAt: result.sentAt };
+      return { ...result, lease, release: () => this.inHand.delete(key) };
     } finally {
+      if (inserting) this.noteClaimTime(performance.now() - this.begun.get(seq)!);
       this.begun.delete(seq);
       if (!won) {
         this.inHand.delete(key);

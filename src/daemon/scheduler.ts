@@ -26,11 +26,24 @@ import { ANCHORS_FLUSH_MS, WRITE_MARGIN_MS } from './stop-budget.js';
 /** Upper bound on one timer, so that a wall-clock jump is noticed within this time. */
 const MAX_TIMER_MS = 30_000;
 /**
- * Periods are claimed (lock, then row) this long before their instant, and their bodies start at the
- * instant: the claim's round trips (Redlock, a durable INSERT) are then off the fire path. As Quartz
- * acquires triggers ahead of their fire time.
+ * Periods are claimed (lock, then row) at least this long before their instant, and their bodies
+ * start at the instant: the claim's round trips (Redlock, a durable INSERT) are then off the fire
+ * path. As Quartz acquires triggers ahead of their fire time.
  */
 export const CLAIM_AHEAD_MS = 100;
+/**
+ * ... and further ahead when this node's claims take longer (a tick of hundreds of periods on a busy
+ * store: measured 60-215 ms at 2,000 every-second jobs on 2 cores), so that they still answer before
+ * the instant: half as long again as the slowest claim of the last 30 s, plus 20 ms, up to this.
+ * Under a second (an every-second job's next period must not fall inside one tick's horizon), and
+ * short of the sweeps, which run half a second off the whole seconds.
+ */
+export const CLAIM_AHEAD_MAX_MS = 450;
+
+/** How far ahead of its instant a node whose slowest recent claim took `slowestClaimMs` claims a period. */
+export function claimAheadMs(slowestClaimMs: number): number {
+  return Math.min(CLAIM_AHEAD_MAX_MS, Math.max(CLAIM_AHEAD_MS, Math.ceil(slowestClaimMs * 1.5 + 20)));
+}
 /**
  * A node whose oldest claim in progress has waited this long is behind: its CPU, its pool or its
  * store cannot keep up with its ticks. Its ticks then race no period (they are left to the other
@@ -289,14 +302,14 @@ export class Scheduler {
     let earliest = Infinity;
     for (const s of this.states) if (s.next && s.next.getTime() < earliest) earliest = s.next.getTime();
     if (earliest === Infinity) return;
-    const delay = Math.max(0, Math.min(earliest - CLAIM_AHEAD_MS - this.now().getTime(), MAX_TIMER_MS));
+    const delay = Math.max(0, Math.min(earliest - this.claimAhead() - this.now().getTime(), MAX_TIMER_MS));
     this.timer = setTimeout(() => this.tick(), delay);
   }
 
   private tick(): void {
     if (this.stopped) return;
     const now = this.now();
-    const horizon = now.getTime() + CLAIM_AHEAD_MS;
+    const horizon = now.getTime() + this.claimAhead();
     const { runner } = this.options;
     const advanced: JobState[] = [];
     const late: Job[] = [];
@@ -343,6 +356,11 @@ export class Scheduler {
     // Off the claim path: the claims above are on the wire already.
     for (const state of advanced) state.afterNext = state.next ? nextPeriodAfter(state.job.schedule, state.next) : null;
     this.arm();
+  }
+
+  /** How far ahead of their instant this node claims periods now (see CLAIM_AHEAD_MAX_MS). */
+  private claimAhead(): number {
+    return claimAheadMs(this.options.runner.recentSlowestClaimMs());
   }
 
   /** The "behind" state of a tick (see BEHIND_AFTER_MS): an event per deferral, a warning per 10 s, a line when caught up. */

@@ -77,10 +77,12 @@ export async function runBody(b: BodyRun): Promise<RunOutcome> {
     if (controller.signal.aborted) onAbort();
     else controller.signal.addEventListener('abort', onAbort, { once: true });
   });
-  // A command's text is not logged at each run (it may carry a token); `list` shows it.
-  log.info({ trigger: run.trigger, scheduledAt: run.scheduledAt.toISOString(), ...(job.command ? { isolation: 'process' } : isolation === 'worker' ? { isolation } : {}) }, 'run started');
   // A command's timeout ends with its leader's exit: what it left behind is stopped on its own killAfter.
   const settled = job.command ? inCommand(b, () => clearTimeout(timer)) : isolation === 'worker' ? inWorker(b) : inline(b);
+  // Written once the bodies released at this instant have all been called (a microtask queued now
+  // runs after them: see Executor.waitUntil), so that the 500th body of a tick does not wait for 499
+  // log lines. A command's text is not logged at each run (it may carry a token); `list` shows it.
+  queueMicrotask(() => log.info({ trigger: run.trigger, scheduledAt: run.scheduledAt.toISOString(), ...(job.command ? { isolation: 'process' } : isolation === 'worker' ? { isolation } : {}) }, 'run started'));
   // A body that ignores its signal is not waited for: the outcome is recorded when the signal fires.
   let first: Settled | { kind: 'aborted'; reason: AbortReason } = await Promise.race([settled, aborted]);
   // A body that failed because it found its lease lost (a worker body's own read of its signal, before
@@ -151,21 +153,23 @@ function inline(b: BodyRun): Promise<Settled> {
     once: makeOnce(job.name, onceBackend(b), b.controller.signal, b.maxResultBytes),
     shard: { index: run.shard, count: job.shards ?? 1 },
   };
-  return Promise.resolve()
-    .then(() => {
-      const watched = b.watchdog?.enter({ job: job.name, periodKey: run.periodKey, runId: run.id });
-      let result: unknown;
-      try {
-        // The body's callbacks carry its name, for the daemon's handler of what they throw.
-        result = inBodyScope({ job: job.name, periodKey: run.periodKey, attempt: run.attempt }, () => job.run(ctx));
-      } catch (err) {
-        watched?.returned();
-        watched?.ended();
-        throw err;
-      }
+  // Called now, not on a later turn: the bodies released at one instant start one after another,
+  // each without waiting for the others' set-up (see Executor.waitUntil).
+  const called = (() => {
+    const watched = b.watchdog?.enter({ job: job.name, periodKey: run.periodKey, runId: run.id });
+    let result: unknown;
+    try {
+      // The body's callbacks carry its name, for the daemon's handler of what they throw.
+      result = inBodyScope({ job: job.name, periodKey: run.periodKey, attempt: run.attempt }, () => job.run(ctx));
+    } catch (err) {
       watched?.returned();
-      return Promise.resolve(result).finally(() => watched?.ended());
-    })
+      watched?.ended();
+      return Promise.reject(err);
+    }
+    watched?.returned();
+    return Promise.resolve(result).finally(() => watched?.ended());
+  })();
+  return called
     .then(
       (value): Settled => {
         const { json, note } = serialiseResult(value, b.maxResultBytes);

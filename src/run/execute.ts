@@ -82,6 +82,16 @@ export const PAUSE_RECHECK_AFTER_MS = 1000;
 /** That read is sent this long before the body's start, so that its round trip is off the fire path (as the claim is). */
 const PAUSE_READ_AHEAD_MS = 100;
 
+export interface ExecuteOptions {
+  /** Run even when the job is paused (`run-once <job> --force`): no pause is read before a jittered start. */
+  ignorePause?: boolean;
+  /**
+   * Called at the body's start, after the wait: an earlier period's run still live (the attempt is then
+   * recorded skipped, reason overlap, and no body runs), or null (see PeriodRunner.overlapAtStart).
+   */
+  startCheck?: () => Promise<RunRecord | null>;
+}
+
 /** The outcome of an attempt aborted before its body began. */
 function notStarted(reason: AbortReason): RunOutcome {
   const what = reason === 'shutdown' ? 'interrupted by shutdown before it started' : reason === 'lease-lost' ? 'lease lost before it started' : 'timed out before it started';
@@ -126,15 +136,20 @@ export class Executor {
    * Runs one claimed attempt to its recorded end. Never throws. `claimSentAt` (monotonic) is when the
    * statement that claimed the row was sent: the store's lease runs from a moment after it.
    */
-  execute(job: Job, run: RunRecord, lease: Lease | null, onDone?: () => void, notBefore?: Date, claimSentAt?: number, options: { ignorePause?: boolean } = {}): Promise<AttemptResult> {
+  execute(job: Job, run: RunRecord, lease: Lease | null, onDone?: () => void, notBefore?: Date, claimSentAt?: number, options: ExecuteOptions = {}): Promise<AttemptResult> {
     const controller = new AbortController();
     if (this.abortedWith) controller.abort(this.abortedWith);
-    const done = this.attempt(job, run, lease, controller, notBefore, claimSentAt ?? performance.now(), options.ignorePause ?? false).finally(() => {
+    const done = this.attempt(job, run, lease, controller, notBefore, claimSentAt ?? performance.now(), options).finally(() => {
       this.inFlight.delete(run.id);
       onDone?.();
     });
     this.inFlight.set(run.id, { controller, done, run: { ...run, claimedAt: run.claimedAt ?? new Date() } });
     return done;
+  }
+
+  /** The node's clock corrected to the store's (epoch ms): what bodies start by. */
+  nowMs(): number {
+    return (this.options.now ?? Date.now)();
   }
 
   /** The attempts this node holds now. */
@@ -190,7 +205,7 @@ export class Executor {
 
   private readonly writeWaiters = new Set<() => void>();
 
-  private async attempt(job: Job, run: RunRecord, lease: Lease | null, controller: AbortController, notBefore: Date | undefined, claimSentAt: number, ignorePause: boolean): Promise<AttemptResult> {
+  private async attempt(job: Job, run: RunRecord, lease: Lease | null, controller: AbortController, notBefore: Date | undefined, claimSentAt: number, { ignorePause = false, startCheck }: ExecuteOptions): Promise<AttemptResult> {
     const log = this.log.child({ job: job.name, periodKey: run.periodKey, runId: run.id, attempt: run.attempt, ...((job.shards ?? 1) > 1 ? { shard: run.shard } : {}) });
     // The lease is kept from the claim until the outcome has been written, not only while the body runs:
     // a finished run whose outcome waits for the store must not look abandoned meanwhile.
@@ -209,14 +224,19 @@ export class Executor {
       if (!paused) await this.waitUntil(notBefore.getTime(), controller.signal);
     }
     const ref = { job: job.name, periodKey: run.periodKey, scheduledAt: run.scheduledAt, attempt: run.attempt, trigger: run.trigger, runId: run.id, ...(run.shard > 0 ? { shard: run.shard } : {}) };
-    if (paused && !controller.signal.aborted) return this.skipPaused(job, run, lease, log, keeper, paused.reason);
+    if (paused && !controller.signal.aborted) return this.skipAtStart(job, run, lease, log, keeper, { reason: 'paused', pausedReason: paused.reason });
+    if (startCheck && !controller.signal.aborted) {
+      const running = await startCheck();
+      if (running && !controller.signal.aborted) return this.skipAtStart(job, run, lease, log, keeper, { reason: 'overlap', running });
+    }
     const started = performance.now();
     if (!controller.signal.aborted) {
       // A scheduled period's delay is from its instant; an owed or manual attempt's from its claim.
       // (A jittered period's from its jittered start.)
       const delayMs = run.trigger === 'schedule' && run.attempt === 1
         ? (this.options.now ?? Date.now)() - run.scheduledAt.getTime() - jitterDelayMs(run.periodKey, job.jitterMs ?? 0) : started - claimSentAt;
-      this.events.emit({ type: 'run-started', ...ref, delayMs: Math.max(0, Math.round(delayMs)) });
+      // After the bodies released at this instant have been called (as their 'run started' lines).
+      queueMicrotask(() => this.events.emit({ type: 'run-started', ...ref, delayMs: Math.max(0, Math.round(delayMs)) }));
     }
     // An attempt aborted before its body began (claimed as the node stopped, or its lease unproven by
     // then) does not start it: it ends as an abort would have ended it.
@@ -314,23 +334,25 @@ export class Executor {
   }
 
   /**
-   * The job was paused while the period waited for its jittered start: no body runs, and the row is
-   * recorded `skipped` (reason `paused`), as the claim records a period of a paused job.
+   * No body runs, and the row is recorded `skipped`, as the claim records such a period: the job was
+   * paused while the period waited for its jittered start (reason `paused`), or an earlier period's
+   * run that the claim found live is still live at the start (reason `overlap`, see startCheck).
    */
-  private async skipPaused(job: Job, run: RunRecord, lease: Lease | null, log: Logger, keeper: { bodyDone(): void; stop(): void }, reason: string | null): Promise<AttemptResult> {
+  private async skipAtStart(job: Job, run: RunRecord, lease: Lease | null, log: Logger, keeper: { bodyDone(): void; stop(): void }, why: { reason: 'paused'; pausedReason: string | null } | { reason: 'overlap'; running: RunRecord }): Promise<AttemptResult> {
     keeper.bodyDone();
     const at = performance.now();
     let written;
     try {
-      written = await this.record(job, run, { status: 'skipped', reason: 'paused' }, log, at, at);
+      written = await this.record(job, run, { status: 'skipped', reason: why.reason }, log, at, at);
     } finally {
       keeper.stop();
     }
     // The lock key is left to expire, as after any attempt (see attempt()).
     lease?.settle();
     if (written.written) {
-      log.info({ reason }, 'period skipped: the job was paused while it waited for its jittered start');
-      this.events.emit({ type: 'skipped', job: job.name, reason: 'paused', count: 1, first: run.scheduledAt, last: run.scheduledAt });
+      if (why.reason === 'paused') log.info({ reason: why.pausedReason }, 'period skipped: the job was paused while it waited for its jittered start');
+      else log.info({ runningPeriod: why.running.periodKey }, 'period skipped: another run of the job is in flight (overlap: skip)');
+      this.events.emit({ type: 'skipped', job: job.name, reason: why.reason, count: 1, first: run.scheduledAt, last: run.scheduledAt });
     }
     return {
       job: job.name, periodKey: run.periodKey, scheduledAt: run.scheduledAt, attempt: run.attempt, trigger: run.trigger,

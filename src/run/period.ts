@@ -83,6 +83,11 @@ export class PeriodRunner {
     return this.claimer.oldestClaimAgeMs();
   }
 
+  /** The slowest row claim of the last 30 s (see Claimer.recentSlowestClaimMs). */
+  recentSlowestClaimMs(): number {
+    return this.claimer.recentSlowestClaimMs();
+  }
+
   /** No new claims after this; waits for owed attempts end at once. */
   stop(): void {
     this.stopped = true;
@@ -107,7 +112,9 @@ export class PeriodRunner {
 
   private runShard(job: Job, scheduledAt: Date, trigger: Trigger, options: RunPeriodOptions, shard: number, attempt: number, onClaim?: (outcome: PeriodResult['claim']) => void): Promise<PeriodResult> {
     const check: OverlapCheck = job.overlap === 'allow' ? 'none' : (options.checkOverlap ?? (trigger === 'schedule' ? 'tick' : 'wait'));
-    return this.attempts(job, scheduledAt, attempt, trigger, options, () => this.claimer.claim({ job, scheduledAt, trigger, attempt, checkOverlap: check, ignorePause: options.ignorePause, shard }), shard, onClaim);
+    // A tick's claim ahead of the body's start judges an earlier live run again at the start (see overlapAtStart).
+    const deferOverlap = check === 'tick' && options.notBefore !== undefined;
+    return this.attempts(job, scheduledAt, attempt, trigger, options, () => this.claimer.claim({ job, scheduledAt, trigger, attempt, checkOverlap: check, ignorePause: options.ignorePause, shard, deferOverlap }), shard, onClaim);
   }
 
   /**
@@ -210,7 +217,8 @@ export class PeriodRunner {
         onClaim?.(claim.outcome);
       }
       const counted = CLAIM_OUTCOME[claim.outcome];
-      if (counted) this.events.emit({ type: 'claim', ...ref, outcome: counted });
+      // A claim whose overlap is judged at the start is counted then (won, or skipped).
+      if (counted && !(claim.outcome === 'won' && claim.overlapWith)) this.events.emit({ type: 'claim', ...ref, outcome: counted });
       if (claim.outcome === 'skipped-overlap') this.events.emit({ type: 'skipped', job: job.name, reason: 'overlap', count: 1, first: scheduledAt, last: scheduledAt });
       if (claim.outcome === 'skipped-paused') this.events.emit({ type: 'skipped', job: job.name, reason: 'paused', count: 1, first: scheduledAt, last: scheduledAt });
       if (claim.outcome !== 'won') {
@@ -223,7 +231,9 @@ export class PeriodRunner {
         }
         return result;
       }
-      const outcome = await this.executor.execute(job, claim.run, claim.lease, claim.release, n === attempt ? options.notBefore : undefined, claim.sentAt, { ignorePause: options.ignorePause });
+      const notBefore = n === attempt ? options.notBefore : undefined;
+      const startCheck = claim.overlapWith ? this.overlapAtStart(job, claim.run, claim.overlapWith, ref, notBefore) : undefined;
+      const outcome = await this.executor.execute(job, claim.run, claim.lease, claim.release, notBefore, claim.sentAt, { ignorePause: options.ignorePause, startCheck });
       result.attempts.push(outcome);
       const next = outcome.next;
       if (!options.followOwed || !next || this.stopped) return result;
@@ -233,6 +243,29 @@ export class PeriodRunner {
       n = next.attempt;
       claimNext = () => this.claimer.claimPending(job, next, { ignorePause: options.ignorePause });
     }
+  }
+
+  /**
+   * A tick's claim made ahead of its start found an earlier period's run live beside its INSERT. If
+   * the claim answered before the start, that run may end before it: the overlap is read again at
+   * the start (one statement for the periods of that moment), and only a run still live skips the
+   * period, so overlap 'skip' means "still running at the instant", however far ahead the claim was
+   * made. A claim that answered after the start decides from its own read. A read that fails counts
+   * as still running: the claim saw it live.
+   */
+  private overlapAtStart(job: Job, run: RunRecord, seen: RunRecord, ref: { job: string; periodKey: string; scheduledAt: Date; attempt: number; trigger: Trigger }, notBefore: Date | undefined): () => Promise<RunRecord | null> {
+    const answeredBeforeStart = notBefore !== undefined && this.executor.nowMs() < notBefore.getTime();
+    return async () => {
+      let running: RunRecord | null = seen;
+      if (answeredBeforeStart) {
+        running = await this.claimer.earlierLiveRun(job, run).catch((err: unknown) => {
+          this.log.warn({ job: job.name, periodKey: run.periodKey, err: { message: errorMessage(err) } }, 'overlap not read again at the start: the earlier run counts as still running');
+          return seen;
+        });
+      }
+      this.events.emit({ type: 'claim', ...ref, outcome: running ? 'skipped' : 'won' });
+      return running;
+    };
   }
 
   private sleep(ms: number): Promise<void> {
