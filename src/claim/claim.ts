@@ -9,7 +9,9 @@
  *
  * Overlap 'skip' is checked for every attempt, in both directions (as Kubernetes' Forbid):
  * - a scheduled tick ('tick') inserts its row and, beside it, looks for a live run of an earlier
- *   period; if there is one, its row is recorded skipped (reason overlap). No extra round trip.
+ *   period; if there is one, its row is recorded skipped (reason overlap). No extra round trip. A
+ *   tick's claim made ahead of the body's start (`deferOverlap`) keeps its row instead, and the
+ *   overlap is read again at the start (earlierLiveRun): that run may end before it.
  * - a catch-up period and an owed attempt ('wait') first look for a live run of any other period of
  *   the job and, if there is one, wait (no row is written; a pending row stays pending). After
  *   claiming they look again for an earlier period's live run, so that of two claims racing, the
@@ -23,12 +25,13 @@
  * tick's overlap check, so it costs the body no extra round trip. A paused job's inserted row is
  * recorded skipped (reason paused); a paused job's owed attempt is not claimed (it stays pending).
  * Why one read at the claim is enough for "every node honours a pause within one tick": every claim
- * path sends that read at or after its period's instant minus CLAIM_AHEAD_MS (100 ms) by the node's
- * estimate of the store's clock (a tick claims only periods within 100 ms of now; catch-up and owed
- * attempts are claimed after their instant), and the store evaluates it after it was sent. A pause
- * committed before `pause` returned at P is therefore seen by the claim of every period later than
- * P + 100 ms (plus the estimate's error, under a millisecond on a LAN). A second read just before
- * the body of a period claimed ahead would narrow that 100 ms to a round trip, but would put a round
+ * path sends that read at or after its period's instant minus the claim-ahead (100 ms, at most
+ * CLAIM_AHEAD_MAX_MS = 450 ms on a node whose claims are slow) by the node's estimate of the store's
+ * clock (a tick claims only periods within the claim-ahead of now; catch-up and owed attempts are
+ * claimed after their instant), and the store evaluates it after it was sent. A pause committed
+ * before `pause` returned at P is therefore seen by the claim of every period later than P + the
+ * claim-ahead (plus the estimate's error, under a millisecond on a LAN). A second read just before
+ * the body of a period claimed ahead would narrow the claim-ahead to a round trip, but would put a round
  * trip back on the fire path; the bound asked for (one tick, 1 s) holds without it. A body that
  * waits longer than a tick after its claim (a jittered start) is another matter: the executor reads
  * the pause again 100 ms before that start, and a paused job's row is then recorded skipped (paused).

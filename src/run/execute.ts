@@ -76,7 +76,7 @@ export interface ExecutorOptions {
  * A wait before the body (a jittered start) longer than this (one tick of the claim path) reads the
  * pause again before the body starts: the claim read it at the instant, and "no body starts after
  * `pause` returned plus one tick" must hold for a body that starts later than that too. Shorter waits
- * (a period claimed 100 ms ahead, a small jitter) need no second read: the claim's read bounds them.
+ * (a period claimed ahead by the claim-ahead, under 1 s; a small jitter) need no second read: the claim's read bounds them.
  */
 export const PAUSE_RECHECK_AFTER_MS = 1000;
 /** That read is sent this long before the body's start, so that its round trip is off the fire path (as the claim is). */
