@@ -200,6 +200,14 @@ export class Database {
 
   /** Creates or upgrades the tables; safe when several nodes call it at once. */
   async migrate(): Promise<void> {
+    // SQLite: one migration at a time per file within this process. better-sqlite3 waits for a busy
+    // file synchronously (busy_timeout), so a second store of this process writing while the first
+    // holds its migration's transaction would block the one thread the first needs to commit.
+    if (this.kind === 'sqlite') return inProcessTurn(this.shownUrl, () => this.migrateNow());
+    return this.migrateNow();
+  }
+
+  private async migrateNow(): Promise<void> {
     const config = { tableName: MIGRATIONS_TABLE, migrationSource };
     // An index built on a table of millions of rows takes minutes, not the 10 s of other statements.
     await this.wrap('migrate', () => timeouts.run(MIGRATION_STATEMENT_TIMEOUT_MS, () => this.dialect.withAdvisoryLock(this.knex, 'migrate', MIGRATION_LOCK_WAIT_MS, () =>
@@ -219,6 +227,20 @@ export class Database {
   async close(): Promise<void> {
     await Promise.all([this.knex.destroy(), this.leaseKnex === this.knex ? undefined : this.leaseKnex.destroy()]);
   }
+}
+
+/** The migrations of this process, per SQLite file: each waits for the one before it. */
+const sqliteTurns = new Map<string, Promise<unknown>>();
+
+function inProcessTurn<T>(key: string, fn: () => Promise<T>): Promise<T> {
+  const before = sqliteTurns.get(key) ?? Promise.resolve();
+  const mine = before.catch(() => {}).then(fn);
+  const settled = mine.catch(() => {});
+  sqliteTurns.set(key, settled);
+  void settled.then(() => {
+    if (sqliteTurns.get(key) === settled) sqliteTurns.delete(key);
+  });
+  return mine;
 }
 
 async function retryWhileLocked<T>(fn: () => Promise<T>, deadlineMs = 60_000, transientErrors = /already locked|SQLITE_BUSY|database is locked|already exists|Duplicate entry|duplicate key/i): Promise<T> {

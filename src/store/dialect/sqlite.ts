@@ -80,6 +80,13 @@ export const sqliteDialect: Dialect = {
    */
   async prepareMigrations(knex, tableName) {
     const lock = `${tableName}_lock`;
+    // Reads first: a file whose tables and lock row are as they should be (every start after the
+    // first) gets no write here, so a start never waits for another process's migration to get one.
+    const tables = await knex.raw("select name from sqlite_master where type = 'table' and name in (?, ?)", [tableName, lock]) as Array<{ name: string }>;
+    if (tables.length === 2) {
+      const rows = await knex.raw('select `is_locked` from ??', [lock]) as Array<{ is_locked: number }>;
+      if (rows.length === 1 && Number(rows[0]!.is_locked) === 0) return;
+    }
     await knex.raw('create table if not exists ?? (`id` integer not null primary key autoincrement, `name` varchar(255), `batch` integer, `migration_time` datetime)', [tableName]);
     await knex.raw('create table if not exists ?? (`index` integer not null primary key autoincrement, `is_locked` integer)', [lock]);
     await knex.raw('delete from ?? where `index` <> (select min(`index`) from ??)', [lock, lock]);
