@@ -757,7 +757,7 @@ export class KnexRunStore implements RunStore {
 
   async liveRuns(job: string, leaseMs?: number, shard?: number): Promise<RunRecord[]> {
     return this.leased('read running runs', leaseMs, async () => {
-      const rows = await this.table()
+      const rows = await this.runningOfJobs()
         .where({ job, status: 'running', ...(shard !== undefined ? { shard } : {}) })
         .andWhereRaw(`heartbeat_at + lease_ms >= ${this.db.dialect.nowMs}`)
         .orderBy('scheduled_at', 'asc');
@@ -771,13 +771,23 @@ export class KnexRunStore implements RunStore {
     for (let i = 0; i < names.length; i += LIVE_JOBS_CHUNK) {
       const chunk = names.slice(i, i + LIVE_JOBS_CHUNK);
       // A range of (job, status, started_at) per job named.
-      const rows = await this.leased('read running runs', leaseMs, () => this.table()
+      const rows = await this.leased('read running runs', leaseMs, () => this.runningOfJobs()
         .whereIn('job', chunk).andWhere('status', 'running')
         .andWhereRaw(`heartbeat_at + lease_ms >= ${this.db.dialect.nowMs}`)
         .orderBy([{ column: 'scheduled_at', order: 'asc' }, { column: 'shard', order: 'asc' }, { column: 'attempt', order: 'asc' }]));
       for (const row of rows as Row[]) out.get(row.job)?.push(toRecord(row));
     }
     return out;
+  }
+
+  /**
+   * The runs table for reads of the running rows of some jobs: through (job, status, started_at),
+   * whatever the history. MariaDB chose (job, started_at) for `job IN (...) AND status = 'running'`
+   * (its estimate of one row per job), reading every row each job ever had to find its running ones:
+   * 41 rows per job after 40 s of an every-second job, 43,200 after 30 days of an every-minute one.
+   */
+  private runningOfJobs(): Knex.QueryBuilder {
+    return this.knex.from(this.db.dialect.tableUsing(this.knex, RUNS_TABLE, 'scheduler_runs_job_status_started'));
   }
 
   async periodsWithRows(job: string, fromMs: number, toMs: number, shards = 1): Promise<Set<number>> {

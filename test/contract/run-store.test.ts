@@ -1388,6 +1388,40 @@ export function describeRunStore(backend: Backend): void {
         });
       });
 
+      it('liveRunsOf and liveRuns read the running rows of the jobs, not their history (MariaDB: through (job, status, started_at), as EXPLAIN of the statement sent says)', async () => {
+        // 30 jobs with 40 finished periods each and one running period: what an every-second job has after 40 s.
+        const jobs = Array.from({ length: 30 }, (_, j) => `hist-${j}-${uid()}`);
+        const k = inspector(db.config);
+        const sent: Array<{ sql: string; bindings: unknown[] }> = [];
+        const database = await Database.open(db.config);
+        database.knex.on('query', (q: { sql: string; bindings: unknown[] }) => sent.push(q));
+        try {
+          const rows = jobs.flatMap((job) => Array.from({ length: 41 }, (_, p) => ({
+            job, scheduled_at: BASE + p * 1000, period_key: `${job}@${p}`, shard: 0, attempt: 1, trigger: 'schedule', node_id: 'node-h',
+            status: p === 40 ? 'running' : 'succeeded', started_at: BASE + p * 1000, finished_at: p === 40 ? null : BASE + p * 1000 + 5,
+            heartbeat_at: p === 40 ? Date.now() + 600_000 : BASE + p * 1000, lease_ms: 60_000, claimed_at: BASE + p * 1000,
+          })));
+          for (let i = 0; i < rows.length; i += 200) await k(RUNS_TABLE).insert(rows.slice(i, i + 200));
+          if (db.config.kind === 'mysql') await k.raw('ANALYZE TABLE ??', [RUNS_TABLE]);
+          const runs = new KnexRunStore(database);
+          const live = await runs.liveRunsOf(jobs, 30_000);
+          for (const job of jobs) expect(live.get(job)!.map((r) => r.scheduledAt.getTime()), job).toEqual([BASE + 40_000]);
+          expect((await runs.liveRuns(jobs[0]!)).map((r) => r.scheduledAt.getTime())).toEqual([BASE + 40_000]);
+          if (db.config.kind === 'mysql') {
+            const reads = sent.filter((q) => /status/.test(q.sql) && /heartbeat_at \+ lease_ms >=/.test(q.sql));
+            expect(reads).toHaveLength(2);
+            for (const q of reads) {
+              const [plan] = await k.raw(`EXPLAIN ${q.sql}`, q.bindings as Knex.RawBinding[]) as unknown as [Array<{ key: string | null }>];
+              expect(plan.map((p) => p.key), q.sql).toEqual(['scheduler_runs_job_status_started']);
+            }
+          }
+          await k(RUNS_TABLE).whereIn('job', jobs).del();
+        } finally {
+          await database.close();
+          await k.destroy();
+        }
+      });
+
       it('endAttempt (owing nothing) of many runs at once: ONE UPDATE, each row its own values; a run no longer this node\'s running one is told written: false, the others true', async () => {
         await counted(async (runs, statements) => {
           const job = `coal-${uid()}`;
