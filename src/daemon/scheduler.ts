@@ -64,6 +64,14 @@ const SWEEP_EVERY_MS = 1000;
  * instant, so a period without a row this old was not claimed (or its claim failed).
  */
 export const RECONCILE_MARGIN_MS = 3000;
+/**
+ * Each sweep reconciles one of this many slices of the jobs, in turn, so each job every 5 s: every
+ * node reading every job's newest periods every second cost more than all the claims of 2,000
+ * every-second jobs (measured: CPU per period 0.51-0.63 ms with it, 0.35 ms without), and five
+ * periods of a job cost one range read as one does. The first sweep, and the first after the store
+ * comes back, reconcile every job (the catch-up after downtime).
+ */
+export const RECONCILE_SLICES = 5;
 
 interface JobState {
   job: Job;
@@ -250,7 +258,7 @@ export class Scheduler {
     const { takeover, reconciler, log } = this.options;
     try {
       const now = this.now();
-      const { jobs, byName } = this.sweptJobs();
+      const { jobs, byName, slices } = this.sweptJobs();
       const started = await takeover.safeSweep(byName, { takeover: now.getTime() >= this.quietUntil && !this.storeDown });
       // A full pool (this node's load) is not the store being down: nothing to flag, the next sweep tries again.
       if (started === null && takeover.lastErrorBusy) return;
@@ -267,11 +275,15 @@ export class Scheduler {
         // Live runs could not heartbeat while the store was away: give them time to do so before
         // judging any lease, so that an outage of the store alone causes no takeover.
         this.quietUntil = now.getTime() + 2 * SWEEP_EVERY_MS;
+        this.fullReconcile = true;
         log.info('store answers again: catching up periods missed meanwhile');
       }
       for (const p of started) this.track(p);
       if (this.stopped) return;
-      const result = await reconciler.reconcile(jobs, { upTo: new Date(now.getTime() - RECONCILE_MARGIN_MS), now });
+      const part = this.fullReconcile ? jobs : slices[this.sweeps % slices.length]!;
+      this.sweeps++;
+      this.fullReconcile = false;
+      const result = await reconciler.reconcile(part, { upTo: new Date(now.getTime() - RECONCILE_MARGIN_MS), now });
       for (const p of result.ran) this.track(p);
       await reconciler.flush();
     } catch (err) {
@@ -282,15 +294,20 @@ export class Scheduler {
   }
 
   /** The jobs of `states` as the sweep reads them, made again only when `states` is replaced (not every second). */
-  private sweptJobs(): { jobs: Job[]; byName: Map<string, Job> } {
+  private sweptJobs(): { jobs: Job[]; byName: Map<string, Job>; slices: Job[][] } {
     if (this.swept?.states !== this.states) {
       const jobs = this.states.map((s) => s.job);
-      this.swept = { states: this.states, jobs, byName: new Map(jobs.map((j) => [j.name, j])) };
+      const slices = Array.from({ length: RECONCILE_SLICES }, (_, i) => jobs.filter((_, n) => n % RECONCILE_SLICES === i));
+      this.swept = { states: this.states, jobs, byName: new Map(jobs.map((j) => [j.name, j])), slices };
     }
     return this.swept;
   }
 
-  private swept: { states: JobState[]; jobs: Job[]; byName: Map<string, Job> } | undefined;
+  private swept: { states: JobState[]; jobs: Job[]; byName: Map<string, Job>; slices: Job[][] } | undefined;
+  /** Sweeps that reconciled, for the turn of the slices. */
+  private sweeps = 0;
+  /** The next sweep reconciles every job (the first, and the first after the store came back). */
+  private fullReconcile = true;
 
   private track(p: Promise<unknown>): void {
     this.tracked.add(p);

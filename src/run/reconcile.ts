@@ -201,11 +201,11 @@ export class Reconciler {
   /** Changes whenever an anchor moves or a job is declared, forgotten or caught up: what `quiet` depends on. */
   private changes = 0;
   /**
-   * After a sweep over `jobs` that found nothing to look at: the earliest first period after an
+   * After a sweep over a list of jobs that found nothing to look at: the earliest first period after an
    * anchor among them. Until upTo reaches it, and while nothing changed, a sweep over the same jobs
    * has nothing to do (a node of 10,000 yearly jobs looks at none of them, every second).
    */
-  private quiet: { jobs: readonly Job[]; changes: number; until: number } | undefined;
+  private readonly quiet = new WeakMap<readonly Job[], { changes: number; until: number }>();
 
   constructor(
     private readonly runs: RunStore,
@@ -267,8 +267,9 @@ export class Reconciler {
     const out: ReconcileResult = { ran: [], missed: 0, coalesced: 0 };
     const now = options.now.getTime();
     const upTo = options.upTo.getTime();
-    const quiet = this.quiet;
-    if (quiet && quiet.jobs === jobs && quiet.changes === this.changes && upTo < quiet.until) return out;
+    // Per list of jobs: the daemon's sweeps go through a few lists in turn (see Scheduler's slices).
+    const quiet = this.quiet.get(jobs);
+    if (quiet && quiet.changes === this.changes && upTo < quiet.until) return out;
     const changes = this.changes;
     let earliest = Infinity;
     const work: Array<{ job: Job; w: ReconcileWindow; periods: PeriodsToCheck }> = [];
@@ -291,7 +292,7 @@ export class Reconciler {
       work.push({ job, w, periods });
     }
     if (work.length === 0) {
-      if (changes === this.changes) this.quiet = { jobs, changes, until: earliest };
+      if (changes === this.changes) this.quiet.set(jobs, { changes, until: earliest });
       return out;
     }
     const rows = await this.runs.rowsInRanges(work.flatMap(({ job, periods }) => rangesOf(job.name, periods, job.shards)));
