@@ -40,7 +40,7 @@ writeFileSync(join(jobsDir, 'tick.mjs'), "export default { schedule: '* * * * * 
 const logFile = join(ws, 'daemon.log');
 const node = new SchedulerNode({
   nodeId: 'bench-reload', cwd: ws, logFile, bin: join(root, 'bin', 'scheduler'),
-  env: { SCHEDULER_STORE: `sqlite:${join(ws, 'scheduler.db')}`, SCHEDULER_JOBS_DIR: jobsDir, SCHEDULER_LOG_LEVEL: 'info' },
+  env: { SCHEDULER_STORE: `sqlite:${join(ws, 'scheduler.db')}`, SCHEDULER_JOBS_DIR: jobsDir, SCHEDULER_LOG_LEVEL: 'debug' /* its 'run started' lines are at debug */ },
 });
 try {
   process.stdout.write(`reload: ${files} daily files (${Math.ceil(files / 2)} .ts, ${Math.floor(files / 2)} .mjs) + one every-second job, ${reloads} reloads, package ${root}, ${JSON.stringify(sourceState())}\n`);

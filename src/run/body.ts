@@ -79,10 +79,12 @@ export async function runBody(b: BodyRun): Promise<RunOutcome> {
   });
   // A command's timeout ends with its leader's exit: what it left behind is stopped on its own killAfter.
   const settled = job.command ? inCommand(b, () => clearTimeout(timer)) : isolation === 'worker' ? inWorker(b) : inline(b);
-  // Written once the bodies released at this instant have all been called (a microtask queued now
-  // runs after them: see Executor.waitUntil), so that the 500th body of a tick does not wait for 499
-  // log lines. A command's text is not logged at each run (it may carry a token); `list` shows it.
-  queueMicrotask(() => log.info({ trigger: run.trigger, scheduledAt: run.scheduledAt.toISOString(), ...(job.command ? { isolation: 'process' } : isolation === 'worker' ? { isolation } : {}) }, 'run started'));
+  // At debug: a run's line at info is its outcome's (`run succeeded`, with its duration), one line
+  // per run as graphile-worker and Quartz log them (a second line per run was a fifth of what a node
+  // of 500 runs a second allocated); in-flight runs are on the status page and /api. Written once the
+  // bodies released at this instant have all been called (a microtask queued now runs after them:
+  // see Executor.waitUntil). A command's text is not logged at each run (it may carry a token).
+  if (log.isLevelEnabled('debug')) queueMicrotask(() => log.debug({ trigger: run.trigger, scheduledAt: run.scheduledAt.toISOString(), ...(job.command ? { isolation: 'process' } : isolation === 'worker' ? { isolation } : {}) }, 'run started'));
   // A body that ignores its signal is not waited for: the outcome is recorded when the signal fires.
   let first: Settled | { kind: 'aborted'; reason: AbortReason } = await Promise.race([settled, aborted]);
   // A body that failed because it found its lease lost (a worker body's own read of its signal, before

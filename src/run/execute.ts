@@ -235,7 +235,7 @@ export class Executor {
       // (A jittered period's from its jittered start.)
       const delayMs = run.trigger === 'schedule' && run.attempt === 1
         ? (this.options.now ?? Date.now)() - run.scheduledAt.getTime() - jitterDelayMs(run.periodKey, job.jitterMs ?? 0) : started - claimSentAt;
-      // After the bodies released at this instant have been called (as their 'run started' lines).
+      // After the bodies released at this instant have been called (as their 'run started' lines at debug).
       queueMicrotask(() => this.events.emit({ type: 'run-started', ...ref, delayMs: Math.max(0, Math.round(delayMs)) }));
     }
     // An attempt aborted before its body began (claimed as the node stopped, or its lease unproven by
@@ -380,7 +380,7 @@ export class Executor {
    * (a command's group gets killAfter), and the outcome is written after; a loss then aborts
    * `leaseGone` (the command's group is then killed at once, and nothing is written).
    */
-  private keepLease(job: Job, run: RunRecord, lease: Lease | null, controller: AbortController, log: Logger, claimSentAt: number): { deadline: Float64Array; bodyDone(): void; stop(): void; leaseGone: AbortSignal } {
+  private keepLease(job: Job, run: RunRecord, lease: Lease | null, controller: AbortController, log: Logger, claimSentAt: number): { deadline: Float64Array | undefined; bodyDone(): void; stop(): void; leaseGone: AbortSignal } {
     const every = Math.max(200, Math.floor(job.lockTtlMs / 3));
     let timer: NodeJS.Timeout | undefined;
     let stopped = false;
@@ -391,10 +391,11 @@ export class Executor {
     // confirmed + lease - margin aborts before the store can give the lease to another node.
     let confirmedAt = claimSentAt;
     const fenceAfter = job.lockTtlMs - fenceMargin(job.lockTtlMs);
-    // The same deadline for a worker body's own check of its signal, on the process-wide monotonic clock.
-    const deadline = new Float64Array(new SharedArrayBuffer(Float64Array.BYTES_PER_ELEMENT));
+    // The same deadline for a worker body's own check of its signal, on the process-wide monotonic
+    // clock (shared memory: made only for a worker body, the one reader of it).
+    const deadline = job.isolation === 'worker' && !job.command ? new Float64Array(new SharedArrayBuffer(Float64Array.BYTES_PER_ELEMENT)) : undefined;
     const share = () => {
-      deadline[0] = monotonicMs() + (confirmedAt + fenceAfter - performance.now());
+      if (deadline) deadline[0] = monotonicMs() + (confirmedAt + fenceAfter - performance.now());
     };
     share();
     const gone = new AbortController();

@@ -21,7 +21,7 @@ describe('scripts/start.mjs (npm start)', () => {
     cpSync(join(ROOT, 'jobs', 'heartbeat.ts'), join(jobsDir, 'heartbeat.ts'));
     cpSync(join(ROOT, 'jobs', 'order-sync.ts'), join(jobsDir, 'order-sync.ts'));
     // A body in flight when Ctrl-C comes, so that a second SIGINT would be seen ("interrupting in-flight runs now").
-    writeFileSync(join(jobsDir, 'slow.mjs'), "export default { schedule: '* * * * * *', async run(ctx) { await new Promise((r) => setTimeout(r, 1500)); return 'done'; } };\n");
+    writeFileSync(join(jobsDir, 'slow.mjs'), "export default { schedule: '* * * * * *', async run(ctx) { ctx.log.info('slow body began'); await new Promise((r) => setTimeout(r, 1500)); return 'done'; } };\n");
     const store = join(dir, 'data', 'scheduler.db');
     const child = spawn(process.execPath, [join(ROOT, 'scripts', 'start.mjs')], {
       cwd: dir,
@@ -34,8 +34,8 @@ describe('scripts/start.mjs (npm start)', () => {
     const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
     const killer = setTimeout(() => child.kill('SIGKILL'), 40_000);
     const deadline = Date.now() + 30_000;
-    while (!/"job":"slow"[^\n]*"run started"/.test(out) && child.exitCode === null && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-    expect(out, out).toMatch(/"job":"slow"[^\n]*"run started"/);
+    while (!/"job":"slow"[^\n]*"slow body began"/.test(out) && child.exitCode === null && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    expect(out, out).toMatch(/"job":"slow"[^\n]*"slow body began"/);
 
     const summary = out.split('\n').filter((l) => l.startsWith('quick start: '));
     expect(summary.join('\n')).not.toMatch(/npm ci|npm run build/);
