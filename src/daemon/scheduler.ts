@@ -280,9 +280,7 @@ export class Scheduler {
       }
       for (const p of started) this.track(p);
       if (this.stopped) return;
-      const part = this.fullReconcile ? jobs : slices[this.sweeps % slices.length]!;
-      this.sweeps++;
-      this.fullReconcile = false;
+      const part = this.reconcileNow(jobs, slices);
       const result = await reconciler.reconcile(part, { upTo: new Date(now.getTime() - RECONCILE_MARGIN_MS), now });
       for (const p of result.ran) this.track(p);
       await reconciler.flush();
@@ -306,8 +304,30 @@ export class Scheduler {
   private swept: { states: JobState[]; jobs: Job[]; byName: Map<string, Job>; slices: Job[][] } | undefined;
   /** Sweeps that reconciled, for the turn of the slices. */
   private sweeps = 0;
+  /** When each slice was last reconciled (monotonic ms). */
+  private sliceAt: number[] = [];
   /** The next sweep reconciles every job (the first, and the first after the store came back). */
   private fullReconcile = true;
+
+  /**
+   * The jobs this sweep reconciles: the next slice in turn, and with it any slice not reconciled for
+   * RECONCILE_SLICES sweeps' time (sweeps that take longer than a second, on a node that cannot keep
+   * up, must not leave each job's periods unrecorded for five such sweeps); every job when asked.
+   */
+  private reconcileNow(jobs: Job[], slices: Job[][]): Job[] {
+    const now = performance.now();
+    if (this.sliceAt.length !== slices.length) this.sliceAt = slices.map(() => now);
+    if (this.fullReconcile) {
+      this.fullReconcile = false;
+      this.sliceAt.fill(now);
+      return jobs;
+    }
+    const turn = this.sweeps++ % slices.length;
+    const due = slices.map((_, i) => i === turn || now - this.sliceAt[i]! >= RECONCILE_SLICES * SWEEP_EVERY_MS);
+    for (const [i, yes] of due.entries()) if (yes) this.sliceAt[i] = now;
+    if (due.every(Boolean)) return jobs;
+    return due.filter(Boolean).length === 1 ? slices[turn]! : slices.flatMap((s, i) => (due[i] ? s : []));
+  }
 
   private track(p: Promise<unknown>): void {
     this.tracked.add(p);

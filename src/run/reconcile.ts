@@ -300,37 +300,48 @@ export class Reconciler {
     // Pauses are read only when a period has no row (rare: the claims record paused periods
     // themselves), so the steady sweep costs no extra statement.
     const paused = plans.some(({ plan }) => plan.missed.length + plan.coalesced.length + plan.run.length > 0) ? await this.jobs.paused() : new Map<string, { pausedAt: number }>();
-    for (const { job, plan: planned } of plans) {
+    const decided = plans.map(({ job, plan: planned }) => {
       const pause = paused.get(job.name);
-      const plan = pause ? pausePlan(planned, pause.pausedAt) : { ...planned, paused: [] };
-      try {
-        if (plan.paused.length > 0) {
-          const n = await this.record(job, plan.paused, 'paused');
-          if (n > 0) this.log.info({ job: job.name, paused: n, from: plan.paused[0]!.toISOString(), to: plan.paused[plan.paused.length - 1]!.toISOString() }, 'periods of a paused job recorded skipped (paused)');
-        }
-        if (plan.missed.length > 0) {
-          const n = await this.record(job, plan.missed, 'missed');
-          out.missed += n;
-          this.missedPeriods += n;
-          if (n > 0) {
-            this.log.warn({
-              job: job.name, missed: n, first: plan.missed[0]!.toISOString(), last: plan.missed[plan.missed.length - 1]!.toISOString(), catchUpMs: job.catchUpMs,
-            }, 'periods older than catchUp were run by no node: recorded skipped (missed)');
-          }
-        }
-        if (plan.coalesced.length > 0) {
-          const n = await this.record(job, plan.coalesced, 'coalesced');
-          out.coalesced += n;
-          if (n > 0) this.log.info({ job: job.name, coalesced: n, from: plan.coalesced[0]!.toISOString(), to: plan.coalesced[plan.coalesced.length - 1]!.toISOString() }, 'missed periods coalesced into the latest');
-        }
-      } catch (err) {
-        this.log.warn({ job: job.name, err: { message: errorMessage(err) } }, 'could not record skipped periods; the next sweep tries again');
-        continue;
-      }
-      this.setThrough(job.name, plan.through);
-      if (plan.run.length > 0) out.ran.push(this.runInOrder(job, plan.run, upTo, options));
+      return { job, plan: pause ? pausePlan(planned, pause.pausedAt) : { ...planned, paused: [] } };
+    });
+    // The skipped periods of every job of the sweep in one call (statements of 500 rows), not a
+    // statement per job and reason one after another: an overloaded cluster has thousands of jobs
+    // with periods to record at each sweep, and a sweep that takes longer than a second makes the
+    // next ones wait, while periods go unrecorded.
+    const records = decided.flatMap(({ job, plan }) => (['paused', 'missed', 'coalesced'] as const).map((reason) => ({ job, reason, periods: plan[reason] })).filter((r) => r.periods.length > 0));
+    let counts: number[];
+    try {
+      counts = await this.record(records);
+    } catch (err) {
+      this.log.warn({ jobs: records.length > 0 ? new Set(records.map((r) => r.job.name)).size : 0, err: { message: errorMessage(err) } }, 'could not record skipped periods; the next sweep tries again');
+      // The jobs with nothing to record keep going: their anchors move, their catch-up runs.
+      const recording = new Set(records.map((r) => r.job.name));
+      for (const { job, plan } of decided) if (!recording.has(job.name)) this.settle(job, plan, upTo, options, out);
+      return out;
     }
+    for (const [n, { job, reason, periods }] of records.entries()) {
+      const count = counts[n]!;
+      if (count === 0) continue;
+      const span = { from: periods[0]!.toISOString(), to: periods[periods.length - 1]!.toISOString() };
+      if (reason === 'paused') this.log.info({ job: job.name, paused: count, ...span }, 'periods of a paused job recorded skipped (paused)');
+      if (reason === 'missed') {
+        out.missed += count;
+        this.missedPeriods += count;
+        this.log.warn({ job: job.name, missed: count, first: span.from, last: span.to, catchUpMs: job.catchUpMs }, 'periods older than catchUp were run by no node: recorded skipped (missed)');
+      }
+      if (reason === 'coalesced') {
+        out.coalesced += count;
+        this.log.info({ job: job.name, coalesced: count, ...span }, 'missed periods coalesced into the latest');
+      }
+    }
+    for (const { job, plan } of decided) this.settle(job, plan, upTo, options, out);
     return out;
+  }
+
+  /** After its skipped periods are recorded: the job's anchor moves, and its catch-up runs start. */
+  private settle(job: Job, plan: ReconcilePlan, upTo: number, options: ReconcileOptions, out: ReconcileResult): void {
+    this.setThrough(job.name, plan.through);
+    if (plan.run.length > 0) out.ran.push(this.runInOrder(job, plan.run, upTo, options));
   }
 
   /**
@@ -358,14 +369,27 @@ export class Reconciler {
     return results;
   }
 
-  private async record(job: Job, periods: Date[], reason: SkipReason): Promise<number> {
+  /**
+   * Records skipped periods of several jobs in one call; per record, how many rows it inserted (rows
+   * another node recorded or ran first are not counted, so a missed period is counted once).
+   */
+  private async record(records: Array<{ job: Job; reason: SkipReason; periods: Date[] }>): Promise<number[]> {
+    if (records.length === 0) return [];
     // Every shard of a sharded period: those that have a row already keep it (and are not counted).
-    const shards = job.shards ?? 1;
-    const n = await this.runs.insertSkipped(periods.flatMap((p) => Array.from({ length: shards }, (_, shard) => ({
-      job: job.name, scheduledAt: p, periodKey: periodKey(job.name, p), trigger: 'catch-up' as const, nodeId: this.nodeId, reason, shard,
-    }))));
-    if (n > 0) this.events.emit({ type: 'skipped', job: job.name, reason, count: n, first: periods[0]!, last: periods[periods.length - 1]! });
-    return n;
+    const owner: number[] = [];
+    const rows = records.flatMap(({ job, reason, periods }, n) => periods.flatMap((p) => Array.from({ length: job.shards ?? 1 }, (_, shard) => {
+      owner.push(n);
+      return { job: job.name, scheduledAt: p, periodKey: periodKey(job.name, p), trigger: 'catch-up' as const, nodeId: this.nodeId, reason, shard };
+    })));
+    const inserted = await this.runs.insertSkippedEach(rows);
+    const counts = records.map(() => 0);
+    inserted.forEach((yes, i) => {
+      if (yes) counts[owner[i]!]! += 1;
+    });
+    for (const [n, { job, reason, periods }] of records.entries()) {
+      if (counts[n]! > 0) this.events.emit({ type: 'skipped', job: job.name, reason, count: counts[n]!, first: periods[0]!, last: periods[periods.length - 1]! });
+    }
+    return counts;
   }
 
   /** The first period of `job` after `from` (epoch ms; Infinity when there is none), kept until the anchor or the schedule changes. */

@@ -325,6 +325,45 @@ export class KnexRunStore implements RunStore {
     return results;
   }
 
+  async insertSkippedEach(runs: SkippedRun[]): Promise<boolean[]> {
+    const out = runs.map(() => false);
+    // In the order of the unique key, as insertRuns (two nodes recording overlapping batches).
+    const order = runs.map((r, i) => ({ i, job: r.job, at: r.scheduledAt.getTime(), shard: r.shard ?? 0 }))
+      .sort((a, b) => (a.job < b.job ? -1 : a.job > b.job ? 1 : a.at - b.at || a.shard - b.shard));
+    for (let c = 0; c < order.length; c += INSERT_CHUNK) {
+      const chunk = order.slice(c, c + INSERT_CHUNK);
+      const rows = chunk.map(({ i }) => {
+        const r = runs[i]!;
+        return {
+          job: r.job, scheduled_at: r.scheduledAt.getTime(), period_key: r.periodKey, shard: r.shard ?? 0, attempt: 1, trigger: r.trigger,
+          status: 'skipped', reason: r.reason, node_id: r.nodeId, started_at: this.db.nowRaw(), finished_at: this.db.nowRaw(), duration_ms: 0, lease_ms: 0,
+        };
+      });
+      let stored: Record<string, unknown>[];
+      for (let tries = 0; ; tries++) {
+        try {
+          stored = await this.wrap('record skipped periods', () => this.db.dialect.insertClaims(this.knex, RUNS_TABLE, rows, PERIOD_KEY));
+          break;
+        } catch (err) {
+          if (tries < DEADLOCK_RETRIES && isDeadlock(err)) continue;
+          throw err;
+        }
+      }
+      const waiting = new Map<string, number[]>();
+      for (const o of chunk) {
+        const k = keyOf(o.job, o.at, o.shard, 1);
+        const list = waiting.get(k) ?? [];
+        list.push(o.i);
+        waiting.set(k, list);
+      }
+      for (const row of stored as unknown as Row[]) {
+        const i = waiting.get(keyOf(row.job, Number(row.scheduled_at), Number(row.shard), 1))?.shift();
+        if (i !== undefined) out[i] = true;
+      }
+    }
+    return out;
+  }
+
   async insertSkipped(runs: SkippedRun[]): Promise<number> {
     let inserted = 0;
     for (let i = 0; i < runs.length; i += 200) {

@@ -172,6 +172,13 @@ export interface RunStore {
   /** Records skipped periods; rows that already exist are left as they are. Returns how many were inserted. */
   insertSkipped(runs: SkippedRun[]): Promise<number>;
   /**
+   * insertSkipped that says, per input, whether this call inserted its row (false: the row existed,
+   * or an earlier input of this call had the same key): one statement per 500 rows where the dialect
+   * returns inserted rows (MySQL 8: one per row), so that a sweep records the skipped periods of many
+   * jobs at once and still counts each job's own.
+   */
+  insertSkippedEach(runs: SkippedRun[]): Promise<boolean[]>;
+  /**
    * Final write of an attempt, conditional on it still being this node's running attempt.
    * False means the attempt is no longer ours (taken over, or already finished): nothing was written.
    */

@@ -527,6 +527,32 @@ export function describeRunStore(backend: Backend): void {
       expect(rows.filter((r) => r.status === 'skipped')).toHaveLength(446);
     });
 
+    it('insertSkippedEach: per input, whether this call inserted its row; several jobs and reasons at once, chunked, existing rows untouched', async () => {
+      const [a, b] = [`skeach-a-${uid()}`, `skeach-b-${uid()}`];
+      const running = await inserted(store, newRun(a, new Date(BASE + 3 * MINUTE), { nodeId: 'node-a' }));
+      const batch = [
+        ...Array.from({ length: 600 }, (_, i) => skipped(a, new Date(BASE + i * MINUTE), { reason: 'coalesced' })),
+        skipped(b, new Date(BASE), { reason: 'missed', shard: 1 }),
+        skipped(b, new Date(BASE), { reason: 'missed', shard: 0 }),
+        // The same key twice in one call: the first one is inserted.
+        skipped(b, new Date(BASE), { reason: 'paused', shard: 0 }),
+      ];
+      const result = await store.insertSkippedEach(batch);
+      expect(result).toHaveLength(batch.length);
+      expect(result.filter((x) => !x)).toHaveLength(2);
+      expect(result[3]).toBe(false);
+      expect(result.slice(600)).toEqual([true, true, false]);
+      const rowsA = await store.history({ job: a, limit: 1000 });
+      expect(rowsA).toHaveLength(600);
+      expect(rowsA.find((r) => r.id === running.id)).toEqual(running);
+      expect(rowsA.filter((r) => r.status === 'skipped' && r.reason === 'coalesced' && r.trigger === 'catch-up' && r.nodeId === 'node-s')).toHaveLength(599);
+      expect((await store.history({ job: b })).map((r) => [r.shard, r.reason]).sort()).toEqual([[0, 'missed'], [1, 'missed']]);
+      // Again: nothing inserted, nothing changed.
+      expect(await store.insertSkippedEach(batch.slice(598))).toEqual([false, false, false, false, false]);
+      expect(await store.insertSkippedEach([])).toEqual([]);
+      expect(await store.finishRun(running.id, 'node-a', { status: 'succeeded' })).toBe(true);
+    });
+
     it('insertSkipped racing insertRun on the same periods: each period ends with exactly one row', async () => {
       await withStores(2, db.config, async ([s1, s2]) => {
         const job = `skiprace-${uid()}`;
