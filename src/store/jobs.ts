@@ -65,6 +65,17 @@ export class KnexJobStore implements JobStore {
   }
 
   private async touch(names: string[]): Promise<void> {
+    const { dialect } = this.db;
+    if (dialect.inValues) {
+      // One statement for every job, its text the same each time (SQLite: half the CPU of 10
+      // statements of 1,000 names); its list kept while the caller passes the same array.
+      if (names.length === 0) return;
+      let list = this.touchLists.get(names);
+      if (!list) this.touchLists.set(names, (list = dialect.inValues(this.knex, 'name', names)));
+      const where = list;
+      await this.db.wrap('mark jobs seen', () => this.knex(JOBS_TABLE).where(where).update({ seen_at: this.db.nowRaw() }));
+      return;
+    }
     for (let i = 0; i < names.length; i += NAMES_CHUNK) {
       const chunk = names.slice(i, i + NAMES_CHUNK);
       // Every node marks all its jobs seen every 10 s: one plain statement per chunk, its text made
@@ -74,6 +85,7 @@ export class KnexJobStore implements JobStore {
   }
 
   private readonly touchStatements = new Map<number, string>();
+  private readonly touchLists = new WeakMap<string[], Knex.Raw>();
 
   private touchStatement(names: number): string {
     let sql = this.touchStatements.get(names);

@@ -58,6 +58,10 @@ export const sqliteDialect: Dialect = {
     return 'data';
   },
 
+  inValues(knex, column, values) {
+    return knex.raw('?? IN (SELECT value FROM json_each(?))', [column, JSON.stringify(values)]);
+  },
+
   // One file: SQLite serialises writers itself, and a busy writer waits (busy_timeout).
   async withAdvisoryLock(_knex, _name, _deadlineMs, fn) {
     return fn();

@@ -58,6 +58,12 @@ export interface Dialect {
   /** Like withAdvisoryLock, but gives up at once: null when another session holds it. */
   tryAdvisoryLock<T>(knex: Knex, name: string, fn: () => Promise<T>): Promise<T | null>;
   /**
+   * `column IN (values)` as one binding whatever the number of values, where the database reads a
+   * list from one value (SQLite: json_each): a constant statement text, prepared and formatted once,
+   * for the marks of thousands of jobs. Undefined: the caller lists the values (chunks of bindings).
+   */
+  inValues?(knex: Knex, column: string, values: string[]): Knex.Raw;
+  /**
    * Before knex's migrator, holding the 'migrate' lock: whatever its own lock table needs where there is
    * no advisory lock to keep two starts from racing (SQLite; see sqlite.ts).
    */
