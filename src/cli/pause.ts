@@ -39,7 +39,7 @@ export interface PauseReport {
   since: string | null;
   /** When a node last declared the job (store clock, ISO); null when none ever has. */
   declaredAt: string | null;
-  /** A live node declared it within the last 30 s (every node re-declares its jobs every 10 s). */
+  /** A live node declared it within JOB_SEEN_TTL_MS (90 s; every node marks its jobs seen every 30 s). */
   declaredRecently: boolean;
   /** The store's clock when this ran (ISO): what the note's relative time is measured from. */
   at: string;

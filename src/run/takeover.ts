@@ -10,7 +10,7 @@
  *    job no live node defines is ended `abandoned`. Those of a paused job stay pending until `resume`.
  *
  * A job is "defined on a live node" when this node has it (enabled), or when a node declared it in
- * the jobs table within JOB_SEEN_TTL_MS (every node re-declares its enabled jobs every 10 s).
+ * the jobs table within JOB_SEEN_TTL_MS (every node marks its enabled jobs seen every 30 s).
  */
 import { StoreUnavailableError, errorMessage } from '../errors.js';
 import type { Job } from '../jobs/types.js';
@@ -19,8 +19,8 @@ import type { JobStore, RunRecord, RunStore } from '../store/types.js';
 import type { PeriodResult, PeriodRunner } from './period.js';
 import { noEvents, type SchedulerObserver } from '../events/events.js';
 
-/** Three re-declarations (see Reconciler's flush) missed in a row: no live node has the job. */
-export const JOB_SEEN_TTL_MS = 30_000;
+/** Three seen marks (every SEEN_EVERY_MS, see Reconciler's flush) missed in a row: no live node has the job. */
+export const JOB_SEEN_TTL_MS = 90_000;
 
 export interface SweepOptions {
   /** Judge leases (false just after the store came back: live runs have not heartbeated yet). */

@@ -18,6 +18,7 @@ import { startRedisServers, waitFor, type RedisServer } from '../helpers/redis.j
 import type { HistoryRun } from '../helpers/workspace.js';
 import { Workspace } from '../helpers/workspace.js';
 import { Cluster, StoreProxy, attemptJob, duplicateStarts, overlappingAttempts, plantLockKey, soonSchedule, type Effect } from './harness.js';
+import { JOB_SEEN_TTL_MS } from '../../src/run/takeover.js';
 
 let redis: RedisServer[];
 const dbs: TestDatabase[] = [];
@@ -278,13 +279,13 @@ describe('owed work: attempts that must run whatever happens to the node that ow
       expect.soft(orphanAbandoned, 'part 1: the killed run of the removed job ends abandoned within a few leases').toBe(true);
       if (orphanAbandoned === true) console.log(`orphan row abandoned within ${Date.now() - upAt} ms of the new nodes' start`);
       // The removed job was declared by its node until it was killed: the attempt its takeover made owed
-      // (if any) is abandoned once no node has declared it for JOB_SEEN_TTL_MS (30 s, by the store's
-      // seen_at). Those 30 s are aged in the store rather than waited out (seen_at is all that is read
+      // (if any) is abandoned once no node has declared it for JOB_SEEN_TTL_MS (90 s, by the store's
+      // seen_at). Those 90 s are aged in the store rather than waited out (seen_at is all that is read
       // of them); a live node that still declared the removed job would set seen_at back to now, and the
       // wait for the owed attempt below would time out.
       const aging = knexFactory({ client: 'mysql2', connection: db.url, pool: { min: 0, max: 1 } });
       try {
-        expect(await aging('scheduler_jobs').where({ name: 'orphan' }).update({ seen_at: aging.raw('seen_at - ?', [30_000]) }), 'the removed job\'s row in the jobs table').toBe(1);
+        expect(await aging('scheduler_jobs').where({ name: 'orphan' }).update({ seen_at: aging.raw('seen_at - ?', [JOB_SEEN_TTL_MS]) }), 'the removed job\'s row in the jobs table').toBe(1);
       } finally {
         await aging.destroy();
       }
