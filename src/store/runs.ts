@@ -10,6 +10,7 @@ import { StoreUnavailableError } from '../errors.js';
 import { Coalescer, type Queued } from '../batch/coalescer.js';
 import { Database, leaseQueryTimeout } from './database.js';
 import { JOBS_TABLE, RUNS_TABLE } from './migrations.js';
+import type { RowValues } from './dialect/types.js';
 import type {
   EndResult, FinalStatus, HistoryQuery, InsertResult, JobSummary, NewRun, PeriodRange, RetryPolicy, RunOutcome, RunRecord, RunStatus, RunStore, SkippedRun,
 } from './types.js';
@@ -269,96 +270,70 @@ export class KnexRunStore implements RunStore {
   }
 
   async insertRuns(runs: NewRun[]): Promise<InsertResult[]> {
-    const results: InsertResult[] = runs.map(() => ({ outcome: 'duplicate' }));
-    if (runs.length === 0) return results;
-    // Sent in the order of the unique key, so that two nodes claiming overlapping batches take the
-    // key's locks in one order (opposite orders deadlock on PostgreSQL and InnoDB alike).
-    const order = runs.map((r, i) => ({ i, job: r.job, at: r.scheduledAt.getTime(), shard: r.shard ?? 0, attempt: r.attempt }))
-      .sort((a, b) => (a.job < b.job ? -1 : a.job > b.job ? 1 : a.at - b.at || a.shard - b.shard || a.attempt - b.attempt));
-    await this.leased('insert runs', smallestLease(runs.map((r) => r.leaseMs)), async () => {
-      for (let c = 0; c < order.length; c += INSERT_CHUNK) {
-        const chunk = order.slice(c, c + INSERT_CHUNK);
-        const rows = chunk.map(({ i }) => {
-          const run = runs[i]!;
-          return {
-            job: run.job,
-            scheduled_at: run.scheduledAt.getTime(),
-            period_key: run.periodKey,
-            shard: run.shard ?? 0,
-            attempt: run.attempt,
-            trigger: run.trigger,
-            status: 'running',
-            node_id: run.nodeId,
-            started_at: this.db.nowRaw(),
-            claimed_at: this.db.nowRaw(),
-            heartbeat_at: this.db.nowRaw(),
-            lease_ms: run.leaseMs,
-          };
-        });
-        // One round trip per chunk where the dialect allows it: the rows as stored (store-clock stamps
-        // included) come back with the INSERT, and a lost race is a row absent from the answer.
-        let stored: Record<string, unknown>[];
-        for (let tries = 0; ; tries++) {
-          try {
-            stored = await this.db.dialect.insertClaims(this.knex, RUNS_TABLE, rows, PERIOD_KEY);
-            break;
-          } catch (err) {
-            // Rolled back whole by the database: nothing of it was written.
-            if (tries < DEADLOCK_RETRIES && isDeadlock(err)) continue;
-            throw err;
-          }
-        }
-        // Back to the inputs by the key; the same key twice in one call: the first is inserted.
-        const waiting = new Map<string, number[]>();
-        for (const o of chunk) {
-          const k = keyOf(o.job, o.at, o.shard, o.attempt);
-          const list = waiting.get(k) ?? [];
-          list.push(o.i);
-          waiting.set(k, list);
-        }
-        for (const row of stored as unknown as Row[]) {
-          const i = waiting.get(keyOf(row.job, Number(row.scheduled_at), Number(row.shard), Number(row.attempt)))?.shift();
-          if (i !== undefined) results[i] = { outcome: 'inserted', run: toRecord(row) };
-        }
-      }
-    });
-    return results;
+    if (runs.length === 0) return [];
+    const stored = await this.leased('insert runs', smallestLease(runs.map((r) => r.leaseMs)), () => this.insertByKey(runs.map((run) => ({
+      job: run.job,
+      scheduled_at: run.scheduledAt.getTime(),
+      period_key: run.periodKey,
+      shard: run.shard ?? 0,
+      attempt: run.attempt,
+      trigger: run.trigger,
+      status: 'running',
+      node_id: run.nodeId,
+      started_at: this.db.nowRaw(),
+      claimed_at: this.db.nowRaw(),
+      heartbeat_at: this.db.nowRaw(),
+      lease_ms: run.leaseMs,
+    }))));
+    return stored.map((row): InsertResult => (row ? { outcome: 'inserted', run: toRecord(row) } : { outcome: 'duplicate' }));
   }
 
   async insertSkippedEach(runs: SkippedRun[]): Promise<boolean[]> {
-    const out = runs.map(() => false);
-    // In the order of the unique key, as insertRuns (two nodes recording overlapping batches).
-    const order = runs.map((r, i) => ({ i, job: r.job, at: r.scheduledAt.getTime(), shard: r.shard ?? 0 }))
-      .sort((a, b) => (a.job < b.job ? -1 : a.job > b.job ? 1 : a.at - b.at || a.shard - b.shard));
+    if (runs.length === 0) return [];
+    const stored = await this.wrap('record skipped periods', () => this.insertByKey(runs.map((r) => ({
+      job: r.job, scheduled_at: r.scheduledAt.getTime(), period_key: r.periodKey, shard: r.shard ?? 0, attempt: 1, trigger: r.trigger,
+      status: 'skipped', reason: r.reason, node_id: r.nodeId, started_at: this.db.nowRaw(), finished_at: this.db.nowRaw(), duration_ms: 0, lease_ms: 0,
+    }))));
+    return stored.map((row) => row !== null);
+  }
+
+  /**
+   * Inserts rows under the unique key, INSERT_CHUNK a statement where the dialect allows it, and says
+   * per input which row this call inserted, as stored (store-clock stamps included); null: the key
+   * was taken (another node, an earlier call, or an earlier input of this call with the same key).
+   * Sent in the order of the unique key, so that two nodes inserting overlapping batches take the
+   * key's locks in one order (opposite orders deadlock on PostgreSQL and InnoDB alike); a chunk a
+   * deadlock rolled back whole is sent again.
+   */
+  private async insertByKey(rows: Array<RowValues & { job: string; scheduled_at: number; shard: number; attempt: number }>): Promise<Array<Row | null>> {
+    const out: Array<Row | null> = rows.map(() => null);
+    const order = rows.map((r, i) => ({ i, job: r.job, at: r.scheduled_at, shard: r.shard, attempt: r.attempt }))
+      .sort((a, b) => (a.job < b.job ? -1 : a.job > b.job ? 1 : a.at - b.at || a.shard - b.shard || a.attempt - b.attempt));
     for (let c = 0; c < order.length; c += INSERT_CHUNK) {
       const chunk = order.slice(c, c + INSERT_CHUNK);
-      const rows = chunk.map(({ i }) => {
-        const r = runs[i]!;
-        return {
-          job: r.job, scheduled_at: r.scheduledAt.getTime(), period_key: r.periodKey, shard: r.shard ?? 0, attempt: 1, trigger: r.trigger,
-          status: 'skipped', reason: r.reason, node_id: r.nodeId, started_at: this.db.nowRaw(), finished_at: this.db.nowRaw(), duration_ms: 0, lease_ms: 0,
-        };
-      });
+      const values = chunk.map(({ i }) => rows[i]!);
       let stored: Record<string, unknown>[];
       for (let tries = 0; ; tries++) {
         try {
-          stored = await this.wrap('record skipped periods', () => this.db.dialect.insertClaims(this.knex, RUNS_TABLE, rows, PERIOD_KEY));
+          stored = await this.db.dialect.insertClaims(this.knex, RUNS_TABLE, values, PERIOD_KEY);
           break;
         } catch (err) {
+          // Rolled back whole by the database: nothing of it was written.
           if (tries < DEADLOCK_RETRIES && isDeadlock(err)) continue;
           throw err;
         }
       }
+      // Back to the inputs by the key; the same key twice in one call: the first is inserted.
       const waiting = new Map<string, number[]>();
       for (const o of chunk) {
-        const k = keyOf(o.job, o.at, o.shard, 1);
+        const k = keyOf(o.job, o.at, o.shard, o.attempt);
         const list = waiting.get(k) ?? [];
         list.push(o.i);
         waiting.set(k, list);
       }
       for (const row of stored as unknown as Row[]) {
-        const i = waiting.get(keyOf(row.job, Number(row.scheduled_at), Number(row.shard), 1))?.shift();
-        if (i !== undefined) out[i] = true;
+        const i = waiting.get(keyOf(row.job, Number(row.scheduled_at), Number(row.shard), Number(row.attempt)))?.shift();
+        if (i !== undefined) out[i] = row;
       }
     }
     return out;
