@@ -129,6 +129,8 @@ export class Scheduler {
   private sweeper: NodeJS.Timeout | undefined;
   private sweepStart: NodeJS.Timeout | undefined;
   private sweeping = false;
+  /** A sweep's reconcile in progress (it runs beside the next sweeps' takeovers). */
+  private reconciling = false;
   /** Set while the store cannot be read. */
   private storeDown = false;
   /** No takeover before this instant (ms), just after the store came back. */
@@ -279,11 +281,23 @@ export class Scheduler {
         log.info('store answers again: catching up periods missed meanwhile');
       }
       for (const p of started) this.track(p);
-      if (this.stopped) return;
+      if (this.stopped || this.reconciling) return;
+      // In the background: a reconcile that records thousands of skipped periods (an overloaded
+      // node: 12-32 s a sweep at 8,000 every-second jobs on 2 cores) must not hold back the next
+      // sweeps' takeovers and owed attempts, which go on every second beside it.
+      this.reconciling = true;
       const part = this.reconcileNow(jobs, slices);
-      const result = await reconciler.reconcile(part, { upTo: new Date(now.getTime() - RECONCILE_MARGIN_MS), now });
-      for (const p of result.ran) this.track(p);
-      await reconciler.flush();
+      this.track((async () => {
+        try {
+          const result = await reconciler.reconcile(part, { upTo: new Date(now.getTime() - RECONCILE_MARGIN_MS), now });
+          for (const p of result.ran) this.track(p);
+          await reconciler.flush();
+        } catch (err) {
+          log.warn({ err: { message: errorMessage(err) } }, 'sweep failed');
+        } finally {
+          this.reconciling = false;
+        }
+      })());
     } catch (err) {
       log.warn({ err: { message: errorMessage(err) } }, 'sweep failed');
     } finally {
@@ -384,9 +398,7 @@ export class Scheduler {
     if (late.length > 0) {
       // One line for the tick, not one per job (a stalled process with 2,000 jobs).
       this.options.log.warn({ jobs: late.length, ...(late.length === 1 ? { job: late[0]!.name } : { first: late.slice(0, 5).map((j) => j.name) }), lateMs }, 'timer woke late past several periods: catching up');
-      this.track(this.options.reconciler.reconcile(late, { upTo: now, now, latestTrigger: 'schedule' })
-        .then((r) => { for (const p of r.ran) this.track(p); })
-        .catch((err: unknown) => this.options.log.warn({ err: { message: errorMessage(err) } }, 'catch-up after a late timer failed; the sweep tries again')));
+      this.catchUpLate(late);
     }
     for (const [at, jobs] of stepIn) this.stepIn(new Date(at), jobs);
     this.noteBehind(behind, behindMs, deferred);
@@ -394,6 +406,38 @@ export class Scheduler {
     for (const state of advanced) state.afterNext = state.next ? nextPeriodAfter(state.job.schedule, state.next) : null;
     this.arm();
   }
+
+  /**
+   * The catch-up of jobs a late timer woke past several periods, one at a time: a node that cannot
+   * keep up wakes late tick after tick, and catch-ups of thousands of jobs side by side (each reading
+   * and recording the same periods, each starting a run per job) only dig it deeper. Jobs that woke
+   * late while one is in progress wait for it, and go together in the next, from that moment.
+   */
+  private catchUpLate(jobs: Job[]): void {
+    for (const job of jobs) this.lateJobs.set(job.name, job);
+    if (this.catchingUpLate) return;
+    this.catchingUpLate = true;
+    this.track((async () => {
+      try {
+        while (this.lateJobs.size > 0 && !this.stopped) {
+          const batch = [...this.lateJobs.values()];
+          this.lateJobs.clear();
+          const now = this.now();
+          try {
+            const r = await this.options.reconciler.reconcile(batch, { upTo: now, now, latestTrigger: 'schedule' });
+            for (const p of r.ran) this.track(p);
+          } catch (err) {
+            this.options.log.warn({ err: { message: errorMessage(err) } }, 'catch-up after a late timer failed; the sweep tries again');
+          }
+        }
+      } finally {
+        this.catchingUpLate = false;
+      }
+    })());
+  }
+
+  private readonly lateJobs = new Map<string, Job>();
+  private catchingUpLate = false;
 
   /** How far ahead of their instant this node claims periods now (see CLAIM_AHEAD_MAX_MS). */
   private claimAhead(): number {
