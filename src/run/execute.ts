@@ -212,8 +212,7 @@ export class Executor {
     const keeper = this.keepLease(job, run, lease, controller, log, claimSentAt);
     // A period claimed ahead of its instant starts at the instant (by the clock corrected to the
     // store's); the lease is kept meanwhile, and an abort meanwhile (shutdown, self-fencing) ends the wait.
-    const now = this.options.now ?? Date.now;
-    const wait = notBefore ? notBefore.getTime() - now() : 0;
+    const wait = notBefore ? notBefore.getTime() - this.nowMs() : 0;
     let paused: { reason: string | null } | null = null;
     if (notBefore && wait > 0 && !controller.signal.aborted) {
       // A wait longer than a tick (a jittered start): the pause is read again just before its end.
@@ -234,7 +233,7 @@ export class Executor {
       // A scheduled period's delay is from its instant; an owed or manual attempt's from its claim.
       // (A jittered period's from its jittered start.)
       const delayMs = run.trigger === 'schedule' && run.attempt === 1
-        ? (this.options.now ?? Date.now)() - run.scheduledAt.getTime() - jitterDelayMs(run.periodKey, job.jitterMs ?? 0) : started - claimSentAt;
+        ? this.nowMs() - run.scheduledAt.getTime() - jitterDelayMs(run.periodKey, job.jitterMs ?? 0) : started - claimSentAt;
       // After the bodies released at this instant have been called (as their 'run started' lines at debug).
       queueMicrotask(() => this.events.emit({ type: 'run-started', ...ref, delayMs: Math.max(0, Math.round(delayMs)) }));
     }
@@ -283,7 +282,7 @@ export class Executor {
    * every-second jobs).
    */
   private waitUntil(atMs: number, signal: AbortSignal): Promise<void> {
-    const ms = atMs - (this.options.now ?? Date.now)();
+    const ms = atMs - this.nowMs();
     if (ms <= 0 || signal.aborted) return Promise.resolve();
     let gate = this.gates.get(atMs);
     if (!gate) {

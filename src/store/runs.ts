@@ -340,28 +340,7 @@ export class KnexRunStore implements RunStore {
   }
 
   async insertSkipped(runs: SkippedRun[]): Promise<number> {
-    let inserted = 0;
-    for (let i = 0; i < runs.length; i += 200) {
-      const rows = runs.slice(i, i + 200).map((r) => ({
-        job: r.job,
-        scheduled_at: r.scheduledAt.getTime(),
-        period_key: r.periodKey,
-        shard: r.shard ?? 0,
-        attempt: 1,
-        trigger: r.trigger,
-        status: 'skipped',
-        reason: r.reason,
-        node_id: r.nodeId,
-        started_at: this.db.nowRaw(),
-        finished_at: this.db.nowRaw(),
-        duration_ms: 0,
-        lease_ms: 0,
-      }));
-      // Marker rows only: a row that exists already (another node recorded or ran it) stays as it is,
-      // and only the rows this call inserted are counted (so a missed period is counted once).
-      inserted += await this.wrap('record skipped periods', () => this.db.dialect.insertMissing(this.knex, RUNS_TABLE, rows, PERIOD_KEY));
-    }
-    return inserted;
+    return (await this.insertSkippedEach(runs)).filter(Boolean).length;
   }
 
   private outcomeColumns(outcome: RunOutcome): Record<string, unknown> {
