@@ -152,6 +152,11 @@ export class Executor {
     return (this.options.now ?? Date.now)();
   }
 
+  /** Whether this node holds the attempt (claimed, and its outcome not yet written or given up). */
+  holds(runId: string): boolean {
+    return this.inFlight.has(runId);
+  }
+
   /** The attempts this node holds now. */
   running(): InFlightRun[] {
     return [...this.inFlight.values()].map(({ run }) => ({
@@ -242,9 +247,13 @@ export class Executor {
     let outcome = controller.signal.aborted ? notStarted(controller.signal.reason as AbortReason) : await this.body(job, run, controller, false, log, keeper.leaseGone, keeper.deadline);
     const ended = performance.now();
     keeper.bodyDone();
-    // The lease was lost while an aborted body was being stopped (a command's group within its
-    // killAfter after a timeout): as for any lease-lost attempt, nothing is written.
-    if (keeper.leaseGone.aborted && outcome.reason !== 'lease-lost') outcome = { ...outcome, reason: 'lease-lost' };
+    // The lease could not be proven while the body ran (self-fencing, or the row found no longer
+    // ours): the body was aborted. What it ended with is still written, conditionally on the row
+    // being this attempt's and running (the fence): a body that finished is recorded `succeeded`
+    // rather than run again, and one that ended by its signal (or threw after it) is `abandoned`
+    // with the next attempt owed, as a takeover would record it, without waiting for its lease.
+    const leaseLost = keeper.leaseGone.aborted || outcome.reason === 'lease-lost';
+    if (leaseLost && outcome.status !== 'succeeded') outcome = { ...outcome, status: 'abandoned', reason: 'lease-lost', error: outcome.error ?? 'lease lost' };
     let written;
     try {
       written = await this.record(job, run, outcome, log, started, ended);
@@ -262,7 +271,7 @@ export class Executor {
     if (written.status === 'succeeded') log.info(line, 'run succeeded');
     else log.warn(line, `run ${written.status}`);
     if (written.next) log.info({ nextAttempt: written.next.attempt, runAt: written.next.runAt?.toISOString() }, 'next attempt owed (pending)');
-    if (outcome.reason === 'lease-lost') this.events.emit({ type: 'lease-lost', ...ref, cause: outcome.error ?? 'lease lost' });
+    if (leaseLost) this.events.emit({ type: 'lease-lost', ...ref, cause: outcome.error ?? 'lease lost' });
     this.events.emit({
       type: 'run-finished', ...ref, status: written.status, reason: outcome.reason ?? null, durationMs, error: outcome.error ?? null,
       recorded: written.written, final: written.written && !written.next,
@@ -490,17 +499,16 @@ export class Executor {
   }
 
   /**
-   * Writes the outcome, with what it owes next. While the store is unreachable the outcome is kept
-   * and tried again at the heartbeat cadence (the lease is kept meanwhile), so that it lands as soon
-   * as the store answers, before any other node may judge the lease; at shutdown, until the write
-   * deadline (see limitWrites). An attempt that lost its lease writes nothing: the row is no longer
-   * provably this node's, and the takeover (by any node, once the store's lease has run out) ends it.
+   * Writes the outcome, with what it owes next, by a write conditional on the row still being this
+   * attempt's and running: that alone keeps it safe, whatever the lease did meanwhile (a row another
+   * node took over refuses it). While the store is unreachable the outcome is kept and tried again
+   * every 50-200 ms, for as long as the node lives (at shutdown, until the write deadline: see
+   * limitWrites), so that it lands as soon as the store answers. The other nodes give it that
+   * chance: none declares the attempt abandoned before it has itself been connected to the store
+   * for the attempt's lease since it last lost it (Takeover), and this node never does while it
+   * holds the attempt.
    */
   private async record(job: Job, run: RunRecord, outcome: RunOutcome, log: Logger, bodyStarted: number, bodyEnded: number): Promise<{ written: boolean; status: FinalStatus; next: RunRecord | null }> {
-    if (outcome.reason === 'lease-lost') {
-      log.warn('lease lost: no outcome is written; the row is taken over (abandoned, next attempt owed) once its lease has run out by the store\'s clock');
-      return { written: false, status: outcome.status, next: null };
-    }
     const policy = { retries: job.retries, retryDelayMs: job.retryDelayMs };
     const every = Math.min(200, Math.max(50, Math.floor(job.lockTtlMs / 10)));
     let attempt: RunOutcome = outcome;

@@ -20,7 +20,7 @@ import { previewReconcile } from './reconcile.js';
  */
 export async function runPass(rt: Runtime, jobs: Job[]): Promise<PeriodResult[]> {
   const byName = new Map(jobs.map((j) => [j.name, j]));
-  const owed = await rt.takeover.sweep(byName, { followOwed: true });
+  const owed = await rt.takeover.sweep(byName, { followOwed: true, waitForGrace: true });
   // Periods are due by the store's clock, whatever this machine's says.
   const now = new Date(rt.clock.now());
   await rt.reconciler.declare(jobs, now, 'catch-up');
@@ -34,7 +34,7 @@ export async function runPass(rt: Runtime, jobs: Job[]): Promise<PeriodResult[]>
   if (lapsed.length > 0) {
     const waitMs = Math.max(...lapsed.map((a) => byName.get(a.job)?.lockTtlMs ?? 0)) + 1500;
     await new Promise((r) => setTimeout(r, waitMs));
-    results.push(...(await Promise.all(await rt.takeover.sweep(byName, { followOwed: true }))));
+    results.push(...(await Promise.all(await rt.takeover.sweep(byName, { followOwed: true, waitForGrace: true }))));
   }
   return results;
 }
@@ -157,7 +157,7 @@ export async function runManual(rt: Runtime, job: Job, period: Date | undefined,
   let shards: Array<{ index: number; attempt: number }> | undefined = shard !== undefined ? [{ index: shard, attempt: 1 }] : undefined;
   if (period) {
     // An attempt of a dead node is declared abandoned first (its lease expired), so it does not block.
-    await rt.takeover.takeOverStale(new Map([[job.name, job]]));
+    await rt.takeover.takeOverStale(new Map([[job.name, job]]), { waitForGrace: true });
     if (count > 1 || shard !== undefined) {
       const indices = shard !== undefined ? [shard] : Array.from({ length: count }, (_, i) => i);
       shards = manualShards(await Promise.all(indices.map(async (index) => ({ index, runs: await rt.store.periodRuns(job.name, period, index) }))), force);

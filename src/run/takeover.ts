@@ -27,7 +27,12 @@ export interface SweepOptions {
   takeover?: boolean;
   /** Run the attempts the claimed ones make owed, too (the run-once pass). */
   followOwed?: boolean;
+  /** Wait out the grace of stale attempts instead of leaving them to a later sweep (a run-once pass: see takeOverStale). */
+  waitForGrace?: boolean;
 }
+
+/** The longest a run-once pass waits for the grace of a stale attempt (a lease can be set to hours). */
+const MAX_GRACE_WAIT_MS = 120_000;
 
 export class Takeover {
   constructor(
@@ -37,6 +42,8 @@ export class Takeover {
     private readonly nodeId: string,
     private readonly log: Logger,
     private readonly events: SchedulerObserver = noEvents,
+    /** Whether this node holds the attempt itself (its outcome still to be written): never taken over here. */
+    private readonly holds: (runId: string) => boolean = () => false,
   ) {}
 
   /**
@@ -45,7 +52,7 @@ export class Takeover {
    */
   async sweep(jobs: Map<string, Job>, options: SweepOptions = {}): Promise<Promise<PeriodResult>[]> {
     const started: Promise<PeriodResult>[] = [];
-    if (options.takeover !== false) await this.takeOverStale(jobs);
+    if (options.takeover !== false) await this.takeOverStale(jobs, { waitForGrace: options.waitForGrace });
     const due = await this.runs.duePending();
     // Owed attempts of a paused job stay pending until `resume` (read only when something is due;
     // the claim reads the pause again, for a pause that lands meanwhile).
@@ -59,9 +66,28 @@ export class Takeover {
     return started;
   }
 
-  /** Ends the stale running attempts (any job), owing the next attempt where a live node defines the job. */
-  async takeOverStale(jobs: Map<string, Job>): Promise<void> {
-    for (const run of await this.runs.staleRuns()) {
+  /**
+   * Ends the stale running attempts (any job), owing the next attempt where a live node defines the job.
+   *
+   * The grace (Chubby's, after a master failover): an attempt is judged only by a node that has been
+   * connected to the store for at least that attempt's lease since it last lost it. After an outage
+   * of the store every node reconnects at about the same moment, the lease of every attempt has run
+   * out by the store's clock, and a holder whose body finished meanwhile is writing its outcome: it
+   * gets a whole lease to do so before anyone may declare its attempt abandoned. A node never judges
+   * an attempt it holds itself. With `waitForGrace` (a short-lived run-once pass) the call waits out
+   * the grace of the stale attempts it finds (up to MAX_GRACE_WAIT_MS) rather than leave them.
+   */
+  async takeOverStale(jobs: Map<string, Job>, { waitForGrace = false }: { waitForGrace?: boolean } = {}): Promise<void> {
+    if (waitForGrace) {
+      const held = (await this.runs.staleRuns()).filter((r) => !this.holds(r.id) && r.leaseMs > this.runs.connectedForMs());
+      const waitMs = Math.min(MAX_GRACE_WAIT_MS, Math.max(0, ...held.map((r) => r.leaseMs)) - this.runs.connectedForMs());
+      if (held.length > 0 && waitMs > 0) {
+        this.log.info({ staleAttempts: held.length, waitMs: Math.ceil(waitMs) }, 'attempts whose lease ran out: waiting one lease after connecting before declaring them abandoned (their nodes may be writing their outcomes)');
+        await new Promise((r) => setTimeout(r, waitMs + 50));
+      }
+    }
+    for (const run of await this.runs.staleRuns(500, this.runs.connectedForMs())) {
+      if (this.holds(run.id)) continue;
       const defined = jobs.has(run.job) || (await this.seenRecently(run.job));
       const reason = `lease expired: node ${run.nodeId} stopped heartbeating${defined ? '' : '; the job is defined on no live node'}`;
       const ended = await this.runs.takeOver(run, this.nodeId, reason, defined);

@@ -94,6 +94,18 @@ export class Database {
   /** The store's URL with its password redacted, for messages. */
   readonly shownUrl: string;
 
+  /**
+   * When (monotonic ms) this process last found the store unreachable, or opened it. A node judges
+   * other nodes' leases only once it has been connected for longer than them since (see
+   * connectedForMs): a holder reconnecting at the same moment must be able to write first.
+   */
+  private lostAt = performance.now();
+
+  /** How long this process has been connected to the store without a failure to reach it (ms). */
+  connectedForMs(): number {
+    return performance.now() - this.lostAt;
+  }
+
   private constructor(dialect: Dialect, knex: Knex, leaseKnex: Knex, shownUrl: string) {
     this.kind = dialect.kind;
     this.dialect = dialect;
@@ -167,7 +179,10 @@ export class Database {
     // statements (load), not the store's absence, which shows as failed connects and statements.
     if (POOL_WAIT.test(message)) return new StoreUnavailableError(`store ${this.shownUrl} is busy (${what}): no connection of this node's pool was free in time`, { cause: err, busy: true });
     const kind = this.dialect.classify(err);
-    if (kind === 'unavailable') return new StoreUnavailableError(`store ${this.shownUrl} cannot be reached (${what}): ${message}`, { cause: err });
+    if (kind === 'unavailable') {
+      this.lostAt = performance.now();
+      return new StoreUnavailableError(`store ${this.shownUrl} cannot be reached (${what}): ${message}`, { cause: err });
+    }
     if (kind === 'transient') return new StoreUnavailableError(`store ${this.shownUrl} failed transiently (${what}): ${message}`, { cause: err, transient: true });
     if (kind === 'privilege') return new StoreUnavailableError(`store ${this.shownUrl}: the store user lacks a privilege (${what}): ${message}`, { cause: err });
     return err instanceof Error ? err : new Error(String(err));

@@ -246,6 +246,10 @@ export class KnexRunStore implements RunStore {
     return this.db.wrap(what, fn);
   }
 
+  connectedForMs(): number {
+    return this.db.connectedForMs();
+  }
+
   /** A statement that takes, keeps or ends a lease: bounded by a third of it (see leaseQueryTimeout). */
   private leased<T>(what: string, leaseMs: number | undefined, fn: () => Promise<T>): Promise<T> {
     if (leaseMs === undefined || leaseMs <= 0) return this.wrap(what, fn);
@@ -733,10 +737,12 @@ export class KnexRunStore implements RunStore {
     await this.beatsAlone(nodeId, alone);
   }
 
-  async staleRuns(limit = 500): Promise<RunRecord[]> {
+  async staleRuns(limit = 500, maxLeaseMs?: number): Promise<RunRecord[]> {
     // Every row returned is resolved by a takeover (whatever its job), so a limit never hides rows for long.
     return this.wrap('read stale runs', async () => {
-      const rows = await this.table().where({ status: 'running' }).andWhereRaw(this.stale).orderBy('heartbeat_at', 'asc').limit(limit);
+      const query = this.table().where({ status: 'running' }).andWhereRaw(this.stale);
+      if (maxLeaseMs !== undefined) query.andWhere('lease_ms', '<=', Math.floor(maxLeaseMs));
+      const rows = await query.orderBy('heartbeat_at', 'asc').limit(limit);
       return (rows as Row[]).map(toRecord);
     });
   }

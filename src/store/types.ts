@@ -223,8 +223,16 @@ export interface RunStore {
    * ordered by scheduled_at (then shard, attempt); every job named has an entry, [] when it has none.
    */
   liveRunsOf(jobs: string[], leaseMs?: number): Promise<Map<string, RunRecord[]>>;
-  /** Running attempts whose heartbeat is older than their lease, by the store's clock, the stalest first. */
-  staleRuns(limit?: number): Promise<RunRecord[]>;
+  /**
+   * Running attempts whose heartbeat is older than their lease, by the store's clock, the stalest
+   * first; with `maxLeaseMs`, only those whose lease is at most that long.
+   */
+  staleRuns(limit?: number, maxLeaseMs?: number): Promise<RunRecord[]>;
+  /**
+   * How long this process has been connected to the store since it last found it unreachable (or
+   * opened it), by its monotonic clock: the grace a holder gets to write first (see Takeover).
+   */
+  connectedForMs(): number;
   /** Period instants (epoch ms) of the job that have a row (of each of its `shards`, default 1), in [fromMs, toMs]. */
   periodsWithRows(job: string, fromMs: number, toMs: number, shards?: number): Promise<Set<number>>;
   /** The shards of one period that have any row. */
