@@ -96,7 +96,7 @@ export async function openRuntime(config: Config, log: Logger, events: EventBus 
   if (lockDown) claimer.lockUnavailable(lockDown);
   const executor = new Executor(store, config.nodeId, log, { maxResultBytes: config.maxResultBytes, now: () => clock.now(), events, onceStore: stores.onceStore, pauses: jobStore });
   const runner = new PeriodRunner(store, claimer, executor, log, events);
-  const takeover = new Takeover(store, jobStore, runner, config.nodeId, log, events, (runId) => executor.holds(runId));
+  const takeover = new Takeover(store, jobStore, runner, config.nodeId, log, events, (runId) => executor.holds(runId), claimer.inDoubt);
   const reconciler = new Reconciler(store, jobStore, runner, config.nodeId, log, () => clock.now(), events);
   return {
     ...stores, lock, claimer, executor, runner, takeover, reconciler, clock, events,

@@ -43,6 +43,7 @@ import type { InsertResult, JobRecord, JobStore, NewRun, RunRecord, RunStore } f
 import { batched } from '../batch/coalescer.js';
 import { periodKey } from '../time/schedule.js';
 import type { Lease, LockProvider } from './lock.js';
+import { InDoubtClaims } from './in-doubt.js';
 
 export type ClaimResult =
   /**
@@ -111,6 +112,8 @@ function others(live: RunRecord[], key: string, scheduledAt: Date, earlierOnly: 
 export class Claimer {
   /** Periods this process is handling: it never races itself for them (guard ahead of Redis). */
   private readonly inHand = new Set<string>();
+  /** Claims whose answer was lost (they may have committed): resolved by the sweep once the store answers. */
+  readonly inDoubt = new InDoubtClaims();
   readonly nodeId: string;
   private lockDown = false;
   private pauseWarnedAt = -Infinity;
@@ -217,7 +220,10 @@ export class Claimer {
       // the body, not two).
       const sentAt = performance.now();
       const [inserted, live, paused] = await Promise.all([
-        this.insert({ job: job.name, scheduledAt, periodKey: key, attempt, trigger, nodeId: this.nodeId, leaseMs: ttl, shard }),
+        this.insert({ job: job.name, scheduledAt, periodKey: key, attempt, trigger, nodeId: this.nodeId, leaseMs: ttl, shard }).catch((err: unknown) => {
+          this.inDoubt.note({ job: job.name, scheduledAt, periodKey: key, shard, attempt }, err);
+          throw err;
+        }),
         check !== 'none' ? this.liveRuns({ job: job.name, leaseMs: ttl }) : Promise.resolve([]),
         this.pauseOf(job.name, ignorePause),
       ]);
@@ -264,7 +270,10 @@ export class Claimer {
       const live = others(before, key, scheduledAt, false, shard);
       if (live.length > 0) return { outcome: 'blocked-overlap', running: live[0] };
       const sentAt = performance.now();
-      const run = await this.store.claimPending(pending.id, this.nodeId, ttl);
+      const run = await this.store.claimPending(pending.id, this.nodeId, ttl).catch((err: unknown) => {
+        this.inDoubt.note({ job: job.name, scheduledAt, periodKey: key, shard, attempt: pending.attempt }, err);
+        throw err;
+      });
       if (!run) return { outcome: 'lost-row' };
       // With overlap 'skip', again after the compare-and-set, beside the overlap check (no extra round
       // trip): a pause that landed meanwhile gives the attempt back.

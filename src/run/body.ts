@@ -67,7 +67,16 @@ type Settled =
   /** A command stopped by the scheduler (after an abort): how its group ended. */
   | { kind: 'stopped'; text: string; output: string };
 
-export async function runBody(b: BodyRun): Promise<RunOutcome> {
+/**
+ * What a body ended with. `late`, for an inline body aborted by the loss of its lease: what the body
+ * itself settles with afterwards (it may ignore its signal and finish its work). The outcome cannot be
+ * written while the lease is unproven (the store away), so the executor writes the body's own
+ * outcome instead when it has settled by the time the store answers: a finished body is recorded
+ * succeeded rather than run again.
+ */
+export type BodyOutcome = RunOutcome & { late?: Promise<RunOutcome> };
+
+export async function runBody(b: BodyRun): Promise<BodyOutcome> {
   const { job, run, controller, log } = b;
   const isolation = job.isolation ?? 'inline';
   const timer = job.timeoutMs ? setTimeout(() => controller.abort('timeout'), job.timeoutMs) : undefined;
@@ -115,8 +124,15 @@ export async function runBody(b: BodyRun): Promise<RunOutcome> {
     const reason = first.reason;
     const what = reason === 'timeout' ? `timed out after ${job.timeoutMs}ms` : reason === 'shutdown' ? 'interrupted by shutdown' : 'lease lost';
     const how = late?.kind === 'stopped' && late.text ? `; ${late.text}` : '';
-    return { status: STATUS_ON_ABORT[reason] ?? 'failed', error: what + how, reason, ...(late?.output !== undefined ? { output: late.output } : {}) };
+    const ended: BodyOutcome = { status: STATUS_ON_ABORT[reason] ?? 'failed', error: what + how, reason, ...(late?.output !== undefined ? { output: late.output } : {}) };
+    if (reason === 'lease-lost' && !job.command && isolation === 'inline') ended.late = settled.then((s) => settledOutcome(s, log), () => ended);
+    return ended;
   }
+  return settledOutcome(first, log);
+}
+
+/** The outcome of a body that settled by itself. */
+function settledOutcome(first: Settled, log: BodyRun['log']): RunOutcome {
   const output = first.output !== undefined ? { output: first.output } : {};
   if (first.kind === 'stopped') return { status: 'failed', error: first.text, ...output };
   if (first.kind === 'error') return { status: 'failed', error: first.error, errorStack: first.errorStack, ...output };

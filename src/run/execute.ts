@@ -12,7 +12,7 @@ import type { Lease } from '../claim/lock.js';
 import type { FinalStatus, OnceStore, RunOutcome, RunRecord, RunStore } from '../store/types.js';
 import { periodKey } from '../time/schedule.js';
 import { jitterDelayMs } from '../time/jitter.js';
-import { runBody } from './body.js';
+import { runBody, type BodyOutcome } from './body.js';
 import { LoopWatchdog } from './isolation/watchdog.js';
 import { STATUS_ON_ABORT } from './body.js';
 import { DEFAULT_MAX_RESULT_BYTES } from './outcome.js';
@@ -244,8 +244,13 @@ export class Executor {
     }
     // An attempt aborted before its body began (claimed as the node stopped, or its lease unproven by
     // then) does not start it: it ends as an abort would have ended it.
-    let outcome = controller.signal.aborted ? notStarted(controller.signal.reason as AbortReason) : await this.body(job, run, controller, false, log, keeper.leaseGone, keeper.deadline);
+    const { late, ...ending }: BodyOutcome = controller.signal.aborted ? notStarted(controller.signal.reason as AbortReason) : await this.body(job, run, controller, false, log, keeper.leaseGone, keeper.deadline);
+    let outcome: RunOutcome = ending;
     const ended = performance.now();
+    // An inline body aborted by the loss of its lease may still finish: what it settles with before
+    // the outcome can be written is what is written (see record).
+    let settledLate: RunOutcome | undefined;
+    void late?.then((o: RunOutcome) => (settledLate = o));
     keeper.bodyDone();
     // The lease could not be proven while the body ran (self-fencing, or the row found no longer
     // ours): the body was aborted. What it ended with is still written, conditionally on the row
@@ -256,7 +261,7 @@ export class Executor {
     if (leaseLost && outcome.status !== 'succeeded') outcome = { ...outcome, status: 'abandoned', reason: 'lease-lost', error: outcome.error ?? 'lease lost' };
     let written;
     try {
-      written = await this.record(job, run, outcome, log, started, ended);
+      written = await this.record(job, run, outcome, log, started, ended, () => settledLate);
     } finally {
       keeper.stop();
     }
@@ -368,7 +373,7 @@ export class Executor {
     };
   }
 
-  private async body(job: Job, run: RunRecord, controller: AbortController, dryRun: boolean, log?: Logger, leaseGone?: AbortSignal, leaseDeadline?: Float64Array): Promise<RunOutcome> {
+  private async body(job: Job, run: RunRecord, controller: AbortController, dryRun: boolean, log?: Logger, leaseGone?: AbortSignal, leaseDeadline?: Float64Array): Promise<BodyOutcome> {
     const childLog = log ?? this.log.child({ job: job.name, periodKey: run.periodKey, runId: run.id, attempt: run.attempt, dryRun });
     this.watchdog ??= new LoopWatchdog(this.log);
     return runBody({
@@ -508,12 +513,19 @@ export class Executor {
    * for the attempt's lease since it last lost it (Takeover), and this node never does while it
    * holds the attempt.
    */
-  private async record(job: Job, run: RunRecord, outcome: RunOutcome, log: Logger, bodyStarted: number, bodyEnded: number): Promise<{ written: boolean; status: FinalStatus; next: RunRecord | null }> {
+  private async record(job: Job, run: RunRecord, outcome: RunOutcome, log: Logger, bodyStarted: number, bodyEnded: number, settledLate?: () => RunOutcome | undefined): Promise<{ written: boolean; status: FinalStatus; next: RunRecord | null }> {
     const policy = { retries: job.retries, retryDelayMs: job.retryDelayMs };
     const every = Math.min(200, Math.max(50, Math.floor(job.lockTtlMs / 10)));
     let attempt: RunOutcome = outcome;
     let warned = false;
     for (;;) {
+      // A body aborted by the loss of its lease that finished after all, before this write (the store
+      // was away meanwhile): it did its work, and is recorded succeeded rather than run again.
+      const late = settledLate?.();
+      if (late?.status === 'succeeded' && outcome.status === 'abandoned' && attempt === outcome) {
+        log.info('the body finished after its lease could not be proven: its own outcome (succeeded) is recorded');
+        outcome = attempt = late;
+      }
       const sentAt = performance.now();
       try {
         const bodyMsAgo = { started: sentAt - bodyStarted, ended: sentAt - bodyEnded };

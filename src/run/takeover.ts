@@ -17,6 +17,7 @@ import type { Job } from '../jobs/types.js';
 import type { Logger } from '../log.js';
 import type { JobStore, RunRecord, RunStore } from '../store/types.js';
 import type { PeriodResult, PeriodRunner } from './period.js';
+import type { InDoubtClaims } from '../claim/in-doubt.js';
 import { noEvents, type SchedulerObserver } from '../events/events.js';
 
 /** Three seen marks (every SEEN_EVERY_MS, see Reconciler's flush) missed in a row: no live node has the job. */
@@ -44,6 +45,8 @@ export class Takeover {
     private readonly events: SchedulerObserver = noEvents,
     /** Whether this node holds the attempt itself (its outcome still to be written): never taken over here. */
     private readonly holds: (runId: string) => boolean = () => false,
+    /** This node's claims whose answer was lost, resolved at each sweep (see InDoubtClaims). */
+    private readonly inDoubt?: InDoubtClaims,
   ) {}
 
   /**
@@ -53,6 +56,8 @@ export class Takeover {
   async sweep(jobs: Map<string, Job>, options: SweepOptions = {}): Promise<Promise<PeriodResult>[]> {
     const started: Promise<PeriodResult>[] = [];
     if (options.takeover !== false) await this.takeOverStale(jobs, { waitForGrace: options.waitForGrace });
+    // Before the due attempts are read: a row given back now is run by this very sweep.
+    if (this.inDoubt && this.inDoubt.size > 0) await this.inDoubt.resolve(this.runs, this.nodeId, this.holds, this.log);
     const due = await this.runs.duePending();
     // Owed attempts of a paused job stay pending until `resume` (read only when something is due;
     // the claim reads the pause again, for a pause that lands meanwhile).
