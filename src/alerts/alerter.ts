@@ -67,7 +67,7 @@ export class Alerter implements SchedulerObserver {
   }
 
   emit(event: SchedulerEvent): void {
-    if (event.type === 'store' || event.type === 'redis' || event.type === 'run-finished' || event.type === 'takeover' || event.type === 'skipped') {
+    if (event.type === 'store' || event.type === 'redis' || event.type === 'run-finished' || event.type === 'takeover' || event.type === 'skipped' || event.type === 'row-lost') {
       const alert = alertFor(event, this.options.nodeId, new Date((this.options.now ?? Date.now)()), this.redisState);
       if (event.type === 'redis') this.redisState = event.state;
       if (!alert) return;

@@ -7,7 +7,7 @@
 import type { SchedulerEvent } from '../events/events.js';
 import { periodKey } from '../time/schedule.js';
 
-export type AlertKind = 'failed' | 'timed_out' | 'missed' | 'abandoned' | 'store_lost' | 'store_back' | 'redis_lost' | 'redis_back';
+export type AlertKind = 'failed' | 'timed_out' | 'missed' | 'abandoned' | 'store_lost' | 'store_back' | 'store_row_lost' | 'redis_lost' | 'redis_back';
 
 export interface AlertBody {
   kind: AlertKind;
@@ -92,6 +92,17 @@ function alertOf(event: SchedulerEvent, node: string, at: Date, redisBefore: str
     case 'store': {
       const kind: AlertKind = event.state === 'down' ? 'store_lost' : 'store_back';
       return { scope: 'node', body: { ...base, kind, error: firstLine(event.error), id: `${node}:${kind}:${base.at}` } };
+    }
+    case 'row-lost': {
+      // Sent from memory: the store that lost the row is the one the outbox would be written to.
+      return {
+        scope: 'node',
+        body: {
+          ...base, kind: 'store_row_lost', job: event.job, period: event.scheduledAt.toISOString(), periodKey: event.periodKey, attempt: event.attempt,
+          error: `the store lost the row of attempt ${event.attempt} (a failover to a replica that lacked it?); ${event.restored ? 'written back by this node' : 'not written back: the period has a row of that attempt again'}`,
+          id: `store_row_lost:${event.periodKey}:${event.attempt}`,
+        },
+      };
     }
     case 'redis': {
       let kind: AlertKind;

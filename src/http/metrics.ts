@@ -37,6 +37,7 @@ export class SchedulerMetrics implements SchedulerObserver {
   private readonly takeovers: Counter;
   private readonly deferred: Counter;
   private readonly leaseLost: Counter;
+  private readonly rowsLost: Counter;
   private readonly once: Counter<'result'>;
 
   constructor(private readonly state: MetricsState, private readonly cache: SummaryCache, version: string, options: { onRunEnded?: () => void } = {}) {
@@ -51,6 +52,7 @@ export class SchedulerMetrics implements SchedulerObserver {
     this.deferred = new Counter({ name: 'scheduler_periods_deferred_total', help: "Periods this node's ticks left to the other nodes and the catch-up sweep because its own claims were behind (overload)", registers });
     this.takeovers = new Counter({ name: 'scheduler_takeovers_total', help: 'Attempts of dead nodes (lease expired) this node ended', registers });
     this.leaseLost = new Counter({ name: 'scheduler_lease_lost_total', help: "This node's attempts that lost their lease", registers });
+    this.rowsLost = new Counter({ name: 'scheduler_store_rows_lost_total', help: "This node's attempt rows the store no longer had (a failover to a replica that lacked them: asynchronous replication)", registers });
     this.once = new Counter({ name: 'scheduler_once_total', help: "ctx.once calls of bodies on this node: executed (fn ran, result stored), replayed (stored result returned), in_progress (gave up waiting for a live holder), failed (fn threw, key left failed)", labelNames: ['result'], registers });
     new Gauge({ name: 'scheduler_once_keys_retried', help: 'ctx.once keys (not expired), cluster-wide, whose fn was started more than once', registers,
       collect() { this.set(cache.onceRetried); } });
@@ -121,6 +123,9 @@ export class SchedulerMetrics implements SchedulerObserver {
         break;
       case 'lease-lost':
         this.leaseLost.inc();
+        break;
+      case 'row-lost':
+        this.rowsLost.inc();
         break;
       case 'once':
         this.once.inc({ result: event.result });

@@ -448,7 +448,12 @@ export class Executor {
           }),
         ]);
         if (stopped) return;
-        if (row === false || lock === 'lost') {
+        // The row is not this attempt's running row: taken over, or gone (a failover to a replica
+        // that lacked it), in which case it is written back and the lease goes on under it.
+        if (row === false && !bodyDone && lock !== 'lost' && (await this.restoreLostRow(job, run, log).catch(() => false))) {
+          confirmedAt = Math.max(confirmedAt, began);
+          share();
+        } else if (row === false || lock === 'lost') {
           if (bodyDone) return;
           log.warn({ lock, rowOwned: row }, 'lease lost: aborting the run');
           lose();
@@ -518,6 +523,7 @@ export class Executor {
     const every = Math.min(200, Math.max(50, Math.floor(job.lockTtlMs / 10)));
     let attempt: RunOutcome = outcome;
     let warned = false;
+    let restored = false;
     for (;;) {
       // A body aborted by the loss of its lease that finished after all, before this write (the store
       // was away meanwhile): it did its work, and is recorded succeeded rather than run again.
@@ -529,7 +535,11 @@ export class Executor {
       const sentAt = performance.now();
       try {
         const bodyMsAgo = { started: sentAt - bodyStarted, ended: sentAt - bodyEnded };
+        const sentId = run.id;
         const ended = await this.store.endAttempt(run, this.nodeId, { ...attempt, bodyMsAgo }, policy);
+        // Refused: the row was taken over, or is gone (then written back, and the outcome with it;
+        // a heartbeat in flight may have written it back meanwhile).
+        if (!ended.written && (run.id !== sentId || (!restored && (restored = await this.restoreLostRow(job, run, log))))) continue;
         if (!ended.written) log.warn({ status: outcome.status }, 'outcome not recorded: the attempt is no longer this node\'s');
         return ended;
       } catch (err) {
@@ -555,6 +565,40 @@ export class Executor {
         return { written: false, status: outcome.status, next: null };
       }
     }
+  }
+
+  /**
+   * The attempt's row was not found where this node left it (a heartbeat or the outcome write matched
+   * nothing). Taken over by another node: nothing to do. Gone: the store lost it, most likely by
+   * failing over to a replica that had not received it (asynchronous replication); that is said (one
+   * error line, the `row-lost` event: the metric and the alert), and the row is written back as this
+   * node's running attempt when the period has no row of this attempt or a later one (the unique key
+   * decides a race with another node's claim). The attempt then goes on under the new row (its id).
+   */
+  private async restoreLostRow(job: Job, run: RunRecord, log: Logger): Promise<boolean> {
+    const rows = await this.store.periodRuns(run.job, run.scheduledAt, run.shard);
+    if (rows.some((r) => r.id === run.id)) return false;
+    let back: RunRecord | null = null;
+    if (!rows.some((r) => r.attempt >= run.attempt)) {
+      const inserted = await this.store.insertRun({
+        job: run.job, scheduledAt: run.scheduledAt, periodKey: run.periodKey, shard: run.shard, attempt: run.attempt, trigger: run.trigger, nodeId: this.nodeId, leaseMs: job.lockTtlMs,
+      });
+      if (inserted.outcome === 'inserted') back = inserted.run;
+    }
+    log.error({ lostRunId: run.id, ...(back ? { runId: back.id } : {}) }, back
+      ? 'the store lost this attempt\'s row (most likely a failover to a replica that had not received it: asynchronous replication); written back by this node'
+      : 'the store lost this attempt\'s row (most likely a failover to a replica that had not received it: asynchronous replication); not written back: the period has a row of this attempt again');
+    this.events.emit({ type: 'row-lost', job: run.job, periodKey: run.periodKey, scheduledAt: run.scheduledAt, ...(run.shard > 0 ? { shard: run.shard } : {}), attempt: run.attempt, runId: run.id, restored: back !== null });
+    if (!back) return false;
+    // The attempt goes on under its new row: the same object, so that every holder of it follows.
+    const entry = this.inFlight.get(run.id);
+    this.inFlight.delete(run.id);
+    Object.assign(run, { id: back.id, startedAt: back.startedAt, heartbeatAt: back.heartbeatAt });
+    if (entry) {
+      entry.run.id = back.id;
+      this.inFlight.set(run.id, entry);
+    }
+    return true;
   }
 
   /** A wait between outcome writes that a shutdown's write deadline cuts short. */

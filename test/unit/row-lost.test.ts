@@ -1,0 +1,75 @@
+/**
+ * The store loses an attempt's row while the attempt runs (a failover to an asynchronous replica
+ * that had not received it): the node finds out at its next heartbeat or at its outcome write, says
+ * so (one error line, the `row-lost` event behind scheduler_store_rows_lost_total and the
+ * store_row_lost alert), and writes the row back, so that the period that ran is recorded once. The
+ * real SQLite store; the loss is a DELETE of the row behind the executor's back.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import knexFactory, { type Knex } from 'knex';
+import pino from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { SchedulerEvent } from '../../src/events/events.js';
+import type { Job } from '../../src/jobs/types.js';
+import { Executor } from '../../src/run/execute.js';
+import { RUNS_TABLE } from '../../src/store/migrations.js';
+import { KnexRunStore } from '../../src/store/runs.js';
+
+let dir: string;
+let real: KnexRunStore;
+let side: Knex;
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'row-lost-'));
+  const path = join(dir, 's.db');
+  real = await KnexRunStore.open({ kind: 'sqlite', path, url: `sqlite:${path}` });
+  await real.migrate();
+  side = knexFactory({ client: 'better-sqlite3', connection: { filename: path }, useNullAsDefault: true });
+});
+afterAll(async () => {
+  await side.destroy();
+  await real.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function attempt(name: string, lockTtlMs: number, bodyMs: number, loseAfterMs: number) {
+  const scheduledAt = new Date(Date.UTC(2026, 0, 1, 0, 0, 0));
+  const inserted = await real.insertRun({ job: name, scheduledAt, periodKey: `${name}@${scheduledAt.toISOString()}`, attempt: 1, trigger: 'schedule', nodeId: 'n1', leaseMs: lockTtlMs });
+  if (inserted.outcome !== 'inserted') throw new Error('setup: the row was not inserted');
+  const events: SchedulerEvent[] = [];
+  const job = { name, timeoutMs: null, lockTtlMs, retries: 0, retryDelayMs: 1000, run: async () => { await sleep(bodyMs); return { done: true }; } } as unknown as Job;
+  const executor = new Executor(real, 'n1', pino({ level: 'silent' }), { events: { emit: (e: SchedulerEvent) => events.push(e) } });
+  const lostId = inserted.run.id;
+  const done = executor.execute(job, inserted.run, null);
+  await sleep(loseAfterMs);
+  expect(await side(RUNS_TABLE).where({ id: Number(inserted.run.id) }).delete()).toBe(1);
+  const result = await done;
+  return { result, events, lostId, rows: await real.periodRuns(name, scheduledAt) };
+}
+
+describe('an attempt whose row the store lost', () => {
+  it('found by a heartbeat: written back, the lease goes on under the new row, the outcome lands once', async () => {
+    // lockTtl 1.5 s: beats every 500 ms; the row is lost 700 ms in, the body ends at 2 s.
+    const { result, events, lostId, rows } = await attempt('lost-beat', 1500, 2000, 700);
+    expect(result.status).toBe('succeeded');
+    expect(result.recorded).toBe(true);
+    expect(rows.map((r) => [r.attempt, r.status, r.nodeId])).toEqual([[1, 'succeeded', 'n1']]);
+    // (SQLite, like MySQL's AUTO_INCREMENT after a failover, may give the new row the lost row's id.)
+    expect(result.runId).toBe(rows[0]!.id);
+    const lost = events.filter((e) => e.type === 'row-lost');
+    expect(lost).toMatchObject([{ job: 'lost-beat', attempt: 1, runId: lostId, restored: true }]);
+    expect(events.filter((e) => e.type === 'lease-lost')).toEqual([]);
+  });
+
+  it('found by the outcome write: written back with its outcome', async () => {
+    // lockTtl 30 s: no heartbeat before the body ends (300 ms); the row is lost 100 ms in.
+    const { result, events, rows } = await attempt('lost-outcome', 30_000, 300, 100);
+    expect(result.status).toBe('succeeded');
+    expect(result.recorded).toBe(true);
+    expect(rows.map((r) => [r.attempt, r.status, r.nodeId])).toEqual([[1, 'succeeded', 'n1']]);
+    expect(events.filter((e) => e.type === 'row-lost')).toMatchObject([{ job: 'lost-outcome', restored: true }]);
+  });
+});
