@@ -258,7 +258,8 @@ function inProcessTurn<T>(key: string, fn: () => Promise<T>): Promise<T> {
   return mine;
 }
 
-async function retryWhileLocked<T>(fn: () => Promise<T>, deadlineMs = 60_000, transientErrors = /already locked|SQLITE_BUSY|database is locked|already exists|Duplicate entry|duplicate key/i): Promise<T> {
+// "Deadlock found": on Galera, a certification conflict at COMMIT with another node's write (tried again).
+async function retryWhileLocked<T>(fn: () => Promise<T>, deadlineMs = 60_000, transientErrors = /already locked|SQLITE_BUSY|database is locked|already exists|Duplicate entry|duplicate key|Deadlock found when trying to get lock/i): Promise<T> {
   const until = Date.now() + deadlineMs;
   let delay = 50;
   for (;;) {

@@ -741,11 +741,12 @@ function describeDialect(backend: Backend): void {
         }
 
         if (kind === 'mysql') {
-          it('hand-made (MySQL 8 only, or needing server-wide settings): 3024 max_execution_time, 1290/1836 read-only server, 1040 too many connections, 4031 inactivity disconnect', () => {
+          it('hand-made (MySQL 8 only, or needing server-wide settings): 3024 max_execution_time, 1290/1836 read-only server and 1047 Galera node outside the primary component (this host cannot take writes: unavailable), 1040 too many connections, 4031 inactivity disconnect', () => {
             const e = (errno: number, code: string) => Object.assign(new Error(code), { errno, code });
             expect(dialect.classify(e(3024, 'ER_QUERY_TIMEOUT'))).toBe('transient');
-            expect(dialect.classify(e(1290, 'ER_OPTION_PREVENTS_STATEMENT'))).toBe('transient');
-            expect(dialect.classify(e(1836, 'ER_READ_ONLY_MODE'))).toBe('transient');
+            expect(dialect.classify(e(1290, 'ER_OPTION_PREVENTS_STATEMENT'))).toBe('unavailable');
+            expect(dialect.classify(e(1836, 'ER_READ_ONLY_MODE'))).toBe('unavailable');
+            expect(dialect.classify(e(1047, 'ER_UNKNOWN_COM_ERROR'))).toBe('unavailable');
             expect(dialect.classify(e(1040, 'ER_CON_COUNT_ERROR'))).toBe('unavailable');
             expect(dialect.classify(e(4031, 'ER_CLIENT_INTERACTION_TIMEOUT'))).toBe('unavailable');
           });

@@ -1,7 +1,9 @@
 /** MySQL 8 and MariaDB 10.6+ through mysql2. */
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
 import type { Knex } from 'knex';
 import type { StoreConfig } from '../../config/config.js';
-import { QUIET_KNEX_LOG, isSocketError, sessionLocks, type Dialect, type ErrorClass, type RowValues } from './types.js';
+import { QUIET_KNEX_LOG, isSocketError, pollUntil, sessionLocks, type Dialect, type ErrorClass, type RowValues } from './types.js';
 
 /** MariaDB 10.5 and later know INSERT ... RETURNING (MySQL does not): e.g. '10.11.19-MariaDB-0+deb12u1'. */
 export function mariaDbWithReturning(version: string): boolean {
@@ -14,16 +16,26 @@ export function mariaDbWithReturning(version: string): boolean {
 // errno values: https://mariadb.com/kb/en/mariadb-error-codes/ and MySQL's server error reference.
 const TRANSIENT = new Set([
   1205, // ER_LOCK_WAIT_TIMEOUT
-  1213, // ER_LOCK_DEADLOCK
-  1290, // ER_OPTION_PREVENTS_STATEMENT (--read-only, e.g. a demoted primary during a failover)
-  1792, // ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION
-  1836, // ER_READ_ONLY_MODE
+  1213, // ER_LOCK_DEADLOCK (on Galera also a certification conflict at COMMIT: another node's writeset won)
+  1792, // ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION (this transaction's own READ ONLY, not the host's)
   1317, // ER_QUERY_INTERRUPTED
   1969, // ER_STATEMENT_TIMEOUT (MariaDB max_statement_time)
   3024, // ER_QUERY_TIMEOUT (MySQL max_execution_time)
 ]);
 // 4031: MySQL 8.0.24+ ER_CLIENT_INTERACTION_TIMEOUT (disconnected for inactivity, wait_timeout).
-const UNAVAILABLE = new Set([1040, 1045, 1049, 1053, 1927, 2002, 2003, 2006, 2013, 1152, 1158, 1159, 1160, 1161, 4031]);
+// "This host cannot take writes now", the next one of a host list may: 1290 ER_OPTION_PREVENTS_STATEMENT
+// (--read-only, a demoted primary), 1836 ER_READ_ONLY_MODE, 1047 ER_UNKNOWN_COM_ERROR ("WSREP has not
+// yet prepared node for application use": a Galera node outside the primary component, or joining).
+const UNAVAILABLE = new Set([1040, 1045, 1049, 1053, 1927, 2002, 2003, 2006, 2013, 1152, 1158, 1159, 1160, 1161, 4031, 1290, 1836, 1047]);
+/** The errors that say this host cannot take writes now (read-only, outside the primary component). */
+const NOT_WRITABLE = new Set([1290, 1836, 1047]);
+const NOT_WRITABLE_MESSAGE = /WSREP has not yet prepared node|--read-only option|server is running in read-only mode/i;
+
+/** The host refused a write as read-only or outside Galera's primary component (not a lost connection). */
+export function notWritable(err: unknown): boolean {
+  const e = err as { errno?: number; message?: string } | undefined;
+  return NOT_WRITABLE.has(Number(e?.errno ?? 0)) || (!e?.errno && NOT_WRITABLE_MESSAGE.test(String(e?.message ?? '')));
+}
 const PRIVILEGE = new Set([1142, 1143, 1044, 1227, 1370]);
 const UNAVAILABLE_CODES = new Set(['PROTOCOL_CONNECTION_LOST', 'PROTOCOL_SEQUENCE_TIMEOUT', 'ER_CON_COUNT_ERROR', 'ER_ACCESS_DENIED_ERROR', 'ER_BAD_DB_ERROR', 'ER_SERVER_SHUTDOWN']);
 
@@ -43,6 +55,100 @@ async function tryLock(knex: Knex, conn: unknown, name: string): Promise<boolean
 
 async function unlock(knex: Knex, conn: unknown, name: string): Promise<void> {
   await knex.raw(`SELECT RELEASE_LOCK(${LOCK_NAME})`, lockBindings(name)).connection(conn);
+}
+
+/**
+ * Galera: the causality checks of every session (wsrep_sync_wait bits 1 READ, 2 UPDATE/DELETE,
+ * 4 INSERT/REPLACE): a statement first waits until this node has applied every write the cluster
+ * committed before it. The reads that decide (the overlap check, the sweeps, a takeover's candidates)
+ * then see every committed row, and a claim INSERT sent again after a certification conflict meets
+ * the winner's row (a duplicate: a lost race) instead of conflicting with it again.
+ */
+export const GALERA_SYNC_WAIT = 7;
+
+type RawConnection = { query(sql: string, cb: (err: Error | null, rows?: unknown) => void): void };
+
+/** Whether the server is a Galera node (wsrep_on = ON; MySQL has no such variable: an empty answer). */
+function wsrepOn(rows: unknown): boolean {
+  const row = (rows as Array<{ Value?: unknown; value?: unknown }> | undefined)?.[0];
+  return String(row?.Value ?? row?.value ?? '').toUpperCase() === 'ON';
+}
+
+/** A new session: UTC, and on a Galera node its causality checks (GALERA_SYNC_WAIT). */
+function setUpSession(conn: RawConnection, done: (err: Error | null, c: unknown) => void): void {
+  // A UTC session, whatever the server's zone: DATETIME conversions never step at a DST change.
+  conn.query("SET time_zone = '+00:00'", (err) => {
+    if (err) return done(err, conn);
+    conn.query("SHOW VARIABLES LIKE 'wsrep_on'", (err2, rows) => {
+      if (err2 || !wsrepOn(rows)) return done(err2, conn);
+      conn.query(`SET SESSION wsrep_sync_wait = ${GALERA_SYNC_WAIT}`, (err3) => done(err3, conn));
+    });
+  });
+}
+
+/**
+ * Galera's named locks. GET_LOCK is the node's own there (not replicated): three nodes each on its own
+ * Galera node all "held" the migration lock at once and migrated side by side ("Duplicate column
+ * name"). So a lock is a row under a unique name, which certification gives to one node cluster-wide
+ * (the other's INSERT meets the row, or a certification conflict at COMMIT); it expires unless its
+ * holder refreshes it (a holder that died frees it after GALERA_LOCK_TTL_MS, by the store's clock).
+ */
+export const GALERA_LOCKS_TABLE = 'scheduler_locks';
+const GALERA_LOCK_TTL_MS = 30_000;
+const GALERA_LOCK_REFRESH_MS = 5_000;
+
+function isDeadlock(err: unknown): boolean {
+  const e = err as { errno?: number; message?: string } | undefined;
+  return Number(e?.errno ?? 0) === 1213 || /Deadlock found|WSREP detected deadlock/i.test(String(e?.message ?? ''));
+}
+
+function galeraLocks(nowMs: string): Pick<Dialect, 'withAdvisoryLock' | 'tryAdvisoryLock'> {
+  let table: Promise<unknown> | undefined;
+  const ensureTable = (knex: Knex): Promise<unknown> => {
+    table ??= knex.raw('CREATE TABLE IF NOT EXISTS ?? (name VARCHAR(64) NOT NULL PRIMARY KEY, holder VARCHAR(191) NOT NULL, expires_at BIGINT NOT NULL) ENGINE=InnoDB', [GALERA_LOCKS_TABLE]);
+    table.catch(() => (table = undefined));
+    return table;
+  };
+  /** True: this holder has the lock now. False: another holder has it (or won it at this moment). */
+  const tryTake = async (knex: Knex, name: string, holder: string): Promise<boolean> => {
+    await ensureTable(knex);
+    try {
+      await knex(GALERA_LOCKS_TABLE).where('name', name).andWhere('expires_at', '<', knex.raw(nowMs)).del();
+      await knex(GALERA_LOCKS_TABLE).insert({ name, holder, expires_at: knex.raw(`${nowMs} + ?`, [GALERA_LOCK_TTL_MS]) });
+      return true;
+    } catch (err) {
+      if (classifyMysql(err) === 'duplicate' || isDeadlock(err)) return false;
+      throw err;
+    }
+  };
+  const holding = async <T>(knex: Knex, name: string, holder: string, fn: () => Promise<T>): Promise<T> => {
+    let refresh: Promise<unknown> = Promise.resolve();
+    const timer = setInterval(() => {
+      // One refresh at a time; one that fails is tried again at the next interval (the row outlives a few).
+      refresh = refresh.then(() => knex(GALERA_LOCKS_TABLE).where({ name, holder }).update({ expires_at: knex.raw(`${nowMs} + ?`, [GALERA_LOCK_TTL_MS]) })).catch(() => {});
+    }, GALERA_LOCK_REFRESH_MS);
+    try {
+      return await fn();
+    } finally {
+      clearInterval(timer);
+      await refresh;
+      // Not freed (the store away): it expires.
+      await knex(GALERA_LOCKS_TABLE).where({ name, holder }).del().catch(() => {});
+    }
+  };
+  const holderId = (): string => `${hostname()}:${process.pid}:${randomBytes(6).toString('hex')}`;
+  return {
+    async withAdvisoryLock(knex, name, deadlineMs, fn) {
+      const holder = holderId();
+      await pollUntil(deadlineMs, `the lock '${name}' (another node holds it)`, async () => ((await tryTake(knex, name, holder)) ? true : null));
+      return holding(knex, name, holder, fn);
+    },
+    async tryAdvisoryLock(knex, name, fn) {
+      const holder = holderId();
+      if (!(await tryTake(knex, name, holder))) return null;
+      return holding(knex, name, holder, fn);
+    },
+  };
 }
 
 async function insertOne(db: Knex | Knex.Transaction, table: string, row: RowValues, withReturning: boolean): Promise<Record<string, unknown> | null> {
@@ -188,7 +294,8 @@ function checkRows(rules: ColumnRules, rows: RowValues[]): boolean {
 const MESSAGE_CLASSES: Array<[RegExp, ErrorClass]> = [
   [/Duplicate entry .* for key/, 'duplicate'],
   [/command denied to user|Access denied for user '[^']*'@'[^']*' to database/, 'privilege'],
-  [/Deadlock found when trying to get lock|Lock wait timeout exceeded|in a READ ONLY transaction|max_statement_time exceeded|--read-only option/i, 'transient'],
+  [/Deadlock found when trying to get lock|WSREP detected deadlock|Lock wait timeout exceeded|in a READ ONLY transaction|max_statement_time exceeded/i, 'transient'],
+  [NOT_WRITABLE_MESSAGE, 'unavailable'],
 ];
 
 export function classifyMysql(err: unknown): ErrorClass {
@@ -205,12 +312,20 @@ export function classifyMysql(err: unknown): ErrorClass {
   return 'data';
 }
 
+// UTC_TIMESTAMP is UTC whatever the session or server zone (ShedLock's choice);
+// UNIX_TIMESTAMP(CURRENT_TIMESTAMP) converts through the session zone and steps by an hour at a fall-back.
+const NOW_MS = "CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000 AS SIGNED)";
+
 /** A dialect per store: what the server supports is read at connection. */
 export function mysqlDialect(): Dialect {
   let withReturning = false;
+  /** The server is a Galera node (read at init): named locks are rows (galeraLocks), not GET_LOCK. */
+  let galera = false;
   /** The session's sql_mode is strict (null: not read yet). */
   let strict: boolean | null = null;
   const rulesByTable = new Map<string, Promise<ColumnRules>>();
+  const sessionLock = sessionLocks(tryLock, unlock);
+  const galeraLock = galeraLocks(NOW_MS);
   /** The columns of `table` as the server defines them, read once (again after a row named a column not among them). */
   const columnRules = async (db: Knex | Knex.Transaction, table: string): Promise<ColumnRules> => {
     let read = rulesByTable.get(table);
@@ -229,14 +344,8 @@ export function mysqlDialect(): Dialect {
         log: QUIET_KNEX_LOG,
         client: 'mysql2',
         connection: { uri: config.url, timezone: 'Z', connectTimeout: 5000, supportBigNumbers: true, bigNumberStrings: false } as Knex.MySql2ConnectionConfig & { uri: string },
-        pool: {
-          min: 0, max: 4,
-          // A UTC session, whatever the server's zone: DATETIME conversions never step at a DST change.
-          // (The clock expression below does not depend on it either.)
-          afterCreate: (conn: { query(sql: string, cb: (err: Error | null) => void): void }, done: (err: Error | null, c: unknown) => void) => {
-            conn.query("SET time_zone = '+00:00'", (err) => done(err, conn));
-          },
-        },
+        // (The clock expression below does not depend on the session's zone either.)
+        pool: { min: 0, max: 4, afterCreate: setUpSession },
         acquireConnectionTimeout: 10_000,
       };
     },
@@ -245,11 +354,11 @@ export function mysqlDialect(): Dialect {
       const [rows] = (await knex.raw('select version() as version, @@SESSION.sql_mode as mode')) as unknown as [Array<{ version: string; mode: string | null }>];
       withReturning = mariaDbWithReturning(String(rows[0]?.version ?? ''));
       strict = /STRICT_(TRANS|ALL)_TABLES/i.test(String(rows[0]?.mode ?? ''));
+      const [wsrep] = (await knex.raw("SHOW VARIABLES LIKE 'wsrep_on'")) as unknown as [unknown];
+      galera = wsrepOn(wsrep);
     },
 
-    // UTC_TIMESTAMP is UTC whatever the session or server zone (ShedLock's choice);
-    // UNIX_TIMESTAMP(CURRENT_TIMESTAMP) converts through the session zone and steps by an hour at a fall-back.
-    nowMs: "CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000 AS SIGNED)",
+    nowMs: NOW_MS,
     bigint: 'SIGNED',
     tableUsing: (knex, table, index) => knex.raw('?? FORCE INDEX (??)', [table, index]),
 
@@ -304,6 +413,7 @@ export function mysqlDialect(): Dialect {
       c?.destroy?.();
     },
 
-    ...sessionLocks(tryLock, unlock),
+    withAdvisoryLock: (knex, name, deadlineMs, fn) => (galera ? galeraLock : sessionLock).withAdvisoryLock(knex, name, deadlineMs, fn),
+    tryAdvisoryLock: (knex, name, fn) => (galera ? galeraLock : sessionLock).tryAdvisoryLock(knex, name, fn),
   };
 }
