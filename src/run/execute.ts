@@ -436,7 +436,7 @@ export class Executor {
         const [lock, row] = await Promise.all([
           lease ? lease.extend(job.lockTtlMs) : Promise.resolve('ok' as const),
           // The row's answer confirms the lease as soon as it comes, whatever Redis takes to answer.
-          this.store.heartbeat(run.id, this.nodeId, job.lockTtlMs).then((owned) => {
+          this.store.heartbeat(run.id, this.nodeId, job.lockTtlMs, run).then((owned) => {
             if (owned && !stopped) {
               confirmedAt = Math.max(confirmedAt, began);
               share();

@@ -14,7 +14,7 @@ import type { RowValues } from './dialect/types.js';
 import type {
   EndResult, FinalStatus, HistoryQuery, InsertResult, JobSummary, NewRun, PeriodRange, RetryPolicy, RunOutcome, RunRecord, RunStatus, RunStore, SkippedRun,
 } from './types.js';
-import type { PruneOptions, PruneResult } from './types.js';
+import type { AttemptKey, PruneOptions, PruneResult } from './types.js';
 
 /** The unique key: one row per (job, period, shard, attempt). */
 const PERIOD_KEY = ['job', 'scheduled_at', 'shard', 'attempt'];
@@ -171,6 +171,11 @@ type OutcomeGroup = Array<{ q: Queued<OutcomeCall, EndResult>; id: number; value
 interface BeatCall {
   runId: string;
   leaseMs?: number;
+  key?: AttemptKey;
+}
+
+function keyColumns(k: AttemptKey): { job: string; scheduled_at: number; shard: number; attempt: number } {
+  return { job: k.job, scheduled_at: k.scheduledAt.getTime(), shard: k.shard, attempt: k.attempt };
 }
 
 /** An outcome's values as stored; the stamps as how long ago (ms) they were, for the store's clock to place. */
@@ -369,9 +374,9 @@ export class KnexRunStore implements RunStore {
     };
   }
 
-  async finishRun(runId: string, nodeId: string, outcome: RunOutcome, leaseMs?: number): Promise<boolean> {
+  async finishRun(runId: string, nodeId: string, outcome: RunOutcome, leaseMs?: number, key?: AttemptKey): Promise<boolean> {
     return this.leased('record outcome', leaseMs, async () => {
-      const updated = await this.table().where({ id: runId, node_id: nodeId, status: 'running' }).update(this.outcomeColumns(outcome));
+      const updated = await this.table().where({ id: runId, node_id: nodeId, status: 'running', ...(key ? keyColumns(key) : {}) }).update(this.outcomeColumns(outcome));
       return Number(updated) > 0;
     });
   }
@@ -409,7 +414,7 @@ export class KnexRunStore implements RunStore {
     if (!OWING.has(outcome.status)) return this.outcomes.add(nodeId, { run, outcome });
     return this.leased('record outcome', run.leaseMs, () => this.knex.transaction(async (trx) => {
       await this.lockRow(trx, run.id);
-      const updated = await trx(RUNS_TABLE).where({ id: run.id, node_id: nodeId, status: 'running' }).update(this.outcomeColumns(outcome));
+      const updated = await trx(RUNS_TABLE).where({ id: run.id, node_id: nodeId, status: 'running', ...keyColumns(run) }).update(this.outcomeColumns(outcome));
       if (Number(updated) === 0) return (await this.ownEnd(trx, run, nodeId, outcome)) ?? { written: false, status: outcome.status, next: null };
       const decision = decideEnd(outcome.status, await this.earlierStatuses(trx, run), policy);
       if (decision.status !== outcome.status) {
@@ -423,7 +428,7 @@ export class KnexRunStore implements RunStore {
 
   /** Today's one-row path of an outcome that owes nothing: the conditional UPDATE, then (matched nothing) ownEnd. */
   private async endOwingNothing(run: RunRecord, nodeId: string, outcome: RunOutcome): Promise<EndResult> {
-    if (await this.finishRun(run.id, nodeId, outcome, run.leaseMs)) return { written: true, status: outcome.status, next: null };
+    if (await this.finishRun(run.id, nodeId, outcome, run.leaseMs, run)) return { written: true, status: outcome.status, next: null };
     return (await this.leased('record outcome', run.leaseMs, () => this.ownEnd(this.knex, run, nodeId, outcome))) ?? { written: false, status: outcome.status, next: null };
   }
 
@@ -534,11 +539,12 @@ export class KnexRunStore implements RunStore {
   private async updateByJoin(nodeId: string, group: OutcomeGroup): Promise<number> {
     const now = this.db.dialect.nowMs;
     const rows = [...group].sort((a, b) => a.id - b.id);
-    const first = 'SELECT ? AS id, ? AS status, ? AS started_ago, ? AS ended_ago, ? AS duration_ms, ? AS result, ? AS result_note, ? AS error, ? AS error_stack, ? AS reason, ? AS output, ? AS output_given';
-    const more = 'SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?';
+    const first = 'SELECT ? AS id, ? AS job, ? AS scheduled_at, ? AS shard, ? AS attempt, ? AS status, ? AS started_ago, ? AS ended_ago, ? AS duration_ms, ? AS result, ? AS result_note, ? AS error, ? AS error_stack, ? AS reason, ? AS output, ? AS output_given';
+    const more = 'SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?';
     const bindings: Knex.RawBinding[] = [];
-    for (const { id, values: v } of rows) {
-      bindings.push(id, v.status, v.startedAgo, v.endedAgo, v.durationMs, v.result, v.resultNote, v.error, v.errorStack, v.reason, v.output ?? null, v.output === undefined ? 0 : 1);
+    for (const { id, q, values: v } of rows) {
+      const k = keyColumns(q.item.run);
+      bindings.push(id, k.job, k.scheduled_at, k.shard, k.attempt, v.status, v.startedAgo, v.endedAgo, v.durationMs, v.result, v.resultNote, v.error, v.errorStack, v.reason, v.output ?? null, v.output === undefined ? 0 : 1);
     }
     bindings.push(RUNS_TABLE, nodeId, 'running');
     const sql = `UPDATE (${rows.map((_, i) => (i === 0 ? first : more)).join(' UNION ALL ')}) AS v
@@ -550,7 +556,7 @@ export class KnexRunStore implements RunStore {
         r.result = CONCAT(v.result), r.result_note = CONCAT(v.result_note), r.error = CONCAT(v.error),
         r.error_stack = CONCAT(v.error_stack), r.reason = v.reason,
         r.output = CASE WHEN v.output_given = 1 THEN CONCAT(v.output) ELSE r.output END
-      WHERE r.node_id = ? AND r.status = ?`;
+      WHERE r.node_id = ? AND r.status = ? AND r.job = v.job AND r.scheduled_at = v.scheduled_at AND r.shard = v.shard AND r.attempt = v.attempt`;
     const [res] = (await this.knex.raw(sql, bindings)) as unknown as [{ affectedRows: number }];
     return Number(res.affectedRows);
   }
@@ -564,14 +570,16 @@ export class KnexRunStore implements RunStore {
   private async updateFromValues(nodeId: string, group: OutcomeGroup): Promise<Array<{ id: number | string }>> {
     const big = this.db.dialect.bigint;
     const now = this.db.dialect.nowMs;
-    const row = `(CAST(? AS ${big}), CAST(? AS TEXT), CAST(? AS ${big}), CAST(? AS ${big}), CAST(? AS ${big}), CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS INTEGER))`;
+    const row = `(CAST(? AS ${big}), CAST(? AS TEXT), CAST(? AS ${big}), CAST(? AS ${big}), CAST(? AS ${big}), CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS INTEGER), CAST(? AS TEXT), CAST(? AS ${big}), CAST(? AS INTEGER), CAST(? AS INTEGER))`;
     const bindings: Knex.RawBinding[] = [RUNS_TABLE];
-    for (const { id, values: v } of group) {
-      bindings.push(id, v.status, v.startedAgo, v.endedAgo, v.durationMs, v.result, v.resultNote, v.error, v.errorStack, v.reason, v.output ?? null, v.output === undefined ? 0 : 1);
+    for (const { id, q, values: v } of group) {
+      const k = keyColumns(q.item.run);
+      bindings.push(id, v.status, v.startedAgo, v.endedAgo, v.durationMs, v.result, v.resultNote, v.error, v.errorStack, v.reason, v.output ?? null, v.output === undefined ? 0 : 1, k.job, k.scheduled_at, k.shard, k.attempt);
     }
-    bindings.push(RUNS_TABLE, RUNS_TABLE, nodeId, RUNS_TABLE, 'running', RUNS_TABLE);
-    // VALUES columns are column1..column12 on both (id, status, started ago, ended ago, duration,
-    // result, result note, error, stack, reason, output, output given).
+    bindings.push(RUNS_TABLE, RUNS_TABLE, nodeId, RUNS_TABLE, 'running', RUNS_TABLE, RUNS_TABLE, RUNS_TABLE, RUNS_TABLE, RUNS_TABLE);
+    // VALUES columns are column1..column16 on both (id, status, started ago, ended ago, duration,
+    // result, result note, error, stack, reason, output, output given, then the attempt's key: job,
+    // scheduled_at, shard, attempt).
     const sql = `UPDATE ?? SET status = v.column2,
         started_at = CASE WHEN v.column3 IS NULL THEN started_at ELSE ${now} - v.column3 END,
         finished_at = CASE WHEN v.column4 IS NULL THEN ${now} ELSE ${now} - v.column4 END,
@@ -579,7 +587,8 @@ export class KnexRunStore implements RunStore {
         result = v.column6, result_note = v.column7, error = v.column8, error_stack = v.column9, reason = v.column10,
         output = CASE WHEN v.column12 = 1 THEN v.column11 ELSE output END
       FROM (VALUES ${group.map(() => row).join(', ')}) AS v
-      WHERE ??.id = v.column1 AND ??.node_id = ? AND ??.status = ? RETURNING ??.id`;
+      WHERE ??.id = v.column1 AND ??.node_id = ? AND ??.status = ?
+        AND ??.job = v.column13 AND ??.scheduled_at = v.column14 AND ??.shard = v.column15 AND ??.attempt = v.column16 RETURNING ??.id`;
     const res = (await this.knex.raw(sql, bindings)) as Array<{ id: number | string }> | { rows: Array<{ id: number | string }> };
     return Array.isArray(res) ? res : res.rows;
   }
@@ -595,7 +604,7 @@ export class KnexRunStore implements RunStore {
    * rare path only.
    */
   private async ownEnd(db: Knex | Knex.Transaction, run: RunRecord, nodeId: string, outcome: RunOutcome): Promise<EndResult | null> {
-    const row = await db(RUNS_TABLE).select('status', 'reason', 'node_id').where({ id: run.id }).first<Pick<Row, 'status' | 'reason' | 'node_id'> | undefined>();
+    const row = await db(RUNS_TABLE).select('status', 'reason', 'node_id').where({ id: run.id, ...keyColumns(run) }).first<Pick<Row, 'status' | 'reason' | 'node_id'> | undefined>();
     if (!row || !isOwnOutcome(row, nodeId, outcome)) return null;
     const next = await db(RUNS_TABLE)
       .where({ job: run.job, scheduled_at: run.scheduledAt.getTime(), shard: run.shard, attempt: run.attempt + 1 })
@@ -680,20 +689,20 @@ export class KnexRunStore implements RunStore {
     });
   }
 
-  heartbeat(runId: string, nodeId: string, leaseMs?: number): Promise<boolean> {
-    return this.beats.add(nodeId, { runId, leaseMs });
+  heartbeat(runId: string, nodeId: string, leaseMs?: number, key?: AttemptKey): Promise<boolean> {
+    return this.beats.add(nodeId, { runId, leaseMs, key });
   }
 
-  private async beatAlone(runId: string, nodeId: string, leaseMs?: number): Promise<boolean> {
+  private async beatAlone(runId: string, nodeId: string, leaseMs?: number, key?: AttemptKey): Promise<boolean> {
     // On the lease keepers' own connections: a burst of claims on the main pool cannot delay it.
     return this.leased('heartbeat', leaseMs, async () => {
-      const updated = await this.table(this.db.leaseKnex).where({ id: runId, node_id: nodeId, status: 'running' }).update({ heartbeat_at: this.db.nowRaw() });
+      const updated = await this.table(this.db.leaseKnex).where({ id: runId, node_id: nodeId, status: 'running', ...(key ? keyColumns(key) : {}) }).update({ heartbeat_at: this.db.nowRaw() });
       return Number(updated) > 0;
     });
   }
 
   private async beatsAlone(nodeId: string, calls: Array<Queued<BeatCall, boolean>>): Promise<void> {
-    await Promise.all(calls.map((q) => this.beatAlone(q.item.runId, nodeId, q.item.leaseMs).then(q.resolve, q.reject)));
+    await Promise.all(calls.map((q) => this.beatAlone(q.item.runId, nodeId, q.item.leaseMs, q.item.key).then(q.resolve, q.reject)));
   }
 
   /**
@@ -706,7 +715,8 @@ export class KnexRunStore implements RunStore {
     const alone: Array<Queued<BeatCall, boolean>> = [];
     for (const q of batch) {
       const id = numericId(q.item.runId);
-      if (id === null) alone.push(q);
+      // A beat without its attempt's key (a caller that knows only the id) goes alone.
+      if (id === null || !q.item.key) alone.push(q);
       else byId.set(id, [...(byId.get(id) ?? []), q]);
     }
     const ids = [...byId.keys()];
@@ -718,7 +728,11 @@ export class KnexRunStore implements RunStore {
       const returning = this.kind !== 'mysql';
       try {
         const updated = await this.leased('heartbeats', smallestLease(batch.map((q) => q.item.leaseMs)), async (): Promise<unknown> => {
-          const q = this.table(this.db.leaseKnex).whereIn('id', ids).andWhere({ node_id: nodeId, status: 'running' });
+          const tuples = ids.map((id) => {
+            const k = keyColumns(byId.get(id)![0]!.item.key!);
+            return [id, k.job, k.scheduled_at, k.shard, k.attempt];
+          });
+          const q = this.table(this.db.leaseKnex).whereIn(['id', 'job', 'scheduled_at', 'shard', 'attempt'], tuples).andWhere({ node_id: nodeId, status: 'running' });
           return returning ? q.update({ heartbeat_at: this.db.nowRaw() }, ['id']) : q.update({ heartbeat_at: this.db.nowRaw() });
         });
         if (returning) {

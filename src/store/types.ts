@@ -16,6 +16,19 @@ export const RUN_STATUSES: readonly RunStatus[] = ['pending', 'running', ...FINA
 
 export type SkipReason = 'overlap' | 'coalesced' | 'missed' | 'paused';
 
+/**
+ * An attempt's unique key, matched beside its row id by the writes that keep or end the attempt:
+ * after a failover to a replica that lacked the row, the new primary may hand the same id to another
+ * row (MySQL's AUTO_INCREMENT follows the rows it has; SQLite reuses the highest rowid), and a write
+ * by id alone would then heartbeat or end another attempt instead of finding this one gone.
+ */
+export interface AttemptKey {
+  job: string;
+  scheduledAt: Date;
+  shard: number;
+  attempt: number;
+}
+
 export interface RunRecord {
   id: string;
   job: string;
@@ -182,7 +195,7 @@ export interface RunStore {
    * Final write of an attempt, conditional on it still being this node's running attempt.
    * False means the attempt is no longer ours (taken over, or already finished): nothing was written.
    */
-  finishRun(runId: string, nodeId: string, outcome: RunOutcome, leaseMs?: number): Promise<boolean>;
+  finishRun(runId: string, nodeId: string, outcome: RunOutcome, leaseMs?: number, key?: AttemptKey): Promise<boolean>;
   /**
    * Ends a running attempt of this node, in one transaction with what is owed next: a failure with
    * retries left inserts attempt n + 1 'pending' at now + backoff; an attempt that ended without an
@@ -213,7 +226,7 @@ export interface RunStore {
    * Heartbeats of one node called within one turn of the event loop go out as one UPDATE (bounded by
    * the smallest of their leases).
    */
-  heartbeat(runId: string, nodeId: string, leaseMs?: number): Promise<boolean>;
+  heartbeat(runId: string, nodeId: string, leaseMs?: number, key?: AttemptKey): Promise<boolean>;
   /** Every attempt of one period, oldest first. */
   periodRuns(job: string, scheduledAt: Date, shard?: number): Promise<RunRecord[]>;
   /** The job's runs with status 'running' whose heartbeat is younger than their lease (store clock); of one shard only, when given. */

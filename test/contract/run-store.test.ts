@@ -1448,6 +1448,21 @@ export function describeRunStore(backend: Backend): void {
         }
       });
 
+      it('an outcome whose row id now names another attempt of this node (an id handed out again after a failover lost the row) writes nothing, alone or in a batch', async () => {
+        await counted(async (runs) => {
+          const job = `reused-${uid()}`;
+          const all = (await runs.insertRuns(Array.from({ length: 4 }, (_, i) => newRun(job, new Date(BASE + i * MINUTE))))).map((c) => (c as { run: RunRecord }).run);
+          // The lost attempt: the key of all[0], the id of all[1].
+          const lost = { ...all[0]!, id: all[1]!.id };
+          expect(await runs.endAttempt(lost, 'node-a', { status: 'succeeded' }, POLICY)).toEqual({ written: false, status: 'succeeded', next: null });
+          const batch = await Promise.all([runs.endAttempt({ ...all[2]!, id: all[3]!.id }, 'node-a', { status: 'succeeded' }, POLICY), runs.endAttempt(all[0]!, 'node-a', { status: 'succeeded' }, POLICY)]);
+          expect(batch.map((b) => b.written)).toEqual([false, true]);
+          const statuses = await Promise.all(all.map(async (r) => (await runs.periodRuns(job, r.scheduledAt))[0]!.status));
+          expect(statuses).toEqual(['succeeded', 'running', 'running', 'running']);
+          for (const r of all.slice(1)) await runs.finishRun(r.id, r.nodeId, { status: 'succeeded' });
+        });
+      });
+
       it('endAttempt (owing nothing) of many runs at once: ONE UPDATE, each row its own values; a run no longer this node\'s running one is told written: false, the others true', async () => {
         await counted(async (runs, statements) => {
           const job = `coal-${uid()}`;
@@ -1598,7 +1613,7 @@ export function describeRunStore(backend: Backend): void {
           const mine = all.filter((r) => r.nodeId === 'node-a');
           await waitFor('the store clock to move on', async () => (await runs.now()) > all[0]!.heartbeatAt!.getTime() + 20);
           statements.length = 0;
-          expect(await Promise.all(mine.map((r) => runs.heartbeat(r.id, 'node-a', r.leaseMs)))).toEqual(mine.map(() => true));
+          expect(await Promise.all(mine.map((r) => runs.heartbeat(r.id, 'node-a', r.leaseMs, r)))).toEqual(mine.map(() => true));
           expect(statements).toHaveLength(1);
           expect(statements[0]).toMatch(/^update /i);
           const beaten = await runs.liveRunsOf([job]);
@@ -1609,16 +1624,20 @@ export function describeRunStore(backend: Backend): void {
           // One finished, one another node's, one unknown, one beaten twice in the flush.
           await runs.finishRun(all[0]!.id, 'node-a', { status: 'succeeded' });
           const answers = await Promise.all([
-            runs.heartbeat(all[0]!.id, 'node-a', 30_000),
-            runs.heartbeat(all[8]!.id, 'node-a', 30_000),
-            runs.heartbeat('987654321', 'node-a', 30_000),
-            runs.heartbeat(all[1]!.id, 'node-a', 30_000),
-            ...mine.slice(1).map((r) => runs.heartbeat(r.id, 'node-a', 30_000)),
+            runs.heartbeat(all[0]!.id, 'node-a', 30_000, all[0]),
+            runs.heartbeat(all[8]!.id, 'node-a', 30_000, all[8]),
+            runs.heartbeat('987654321', 'node-a', 30_000, all[1]),
+            runs.heartbeat(all[1]!.id, 'node-a', 30_000, all[1]),
+            ...mine.slice(1).map((r) => runs.heartbeat(r.id, 'node-a', 30_000, r)),
           ]);
           expect(answers).toEqual([false, false, false, true, ...mine.slice(1).map(() => true)]);
+          // A row id that now names another attempt of this node (an id handed out again after a
+          // failover lost the row): the beat matches nothing, alone or in a batch.
+          expect(await runs.heartbeat(all[2]!.id, 'node-a', 30_000, all[3])).toBe(false);
+          expect(await Promise.all([runs.heartbeat(all[2]!.id, 'node-a', 30_000, all[3]), runs.heartbeat(all[4]!.id, 'node-a', 30_000, all[4])])).toEqual([false, true]);
           // Beats of two nodes in one flush: one statement per node.
           statements.length = 0;
-          expect(await Promise.all([runs.heartbeat(all[8]!.id, 'node-b', 30_000), runs.heartbeat(all[2]!.id, 'node-a', 30_000), runs.heartbeat(all[3]!.id, 'node-a', 30_000)])).toEqual([true, true, true]);
+          expect(await Promise.all([runs.heartbeat(all[8]!.id, 'node-b', 30_000, all[8]), runs.heartbeat(all[2]!.id, 'node-a', 30_000, all[2]), runs.heartbeat(all[3]!.id, 'node-a', 30_000, all[3])])).toEqual([true, true, true]);
           expect(statements).toHaveLength(2);
           for (const r of all.slice(1)) await runs.finishRun(r.id, r.nodeId, { status: 'succeeded' });
         });
