@@ -732,7 +732,9 @@ export class KnexRunStore implements RunStore {
             const k = keyColumns(byId.get(id)![0]!.item.key!);
             return [id, k.job, k.scheduled_at, k.shard, k.attempt];
           });
-          const q = this.table(this.db.leaseKnex).whereIn(['id', 'job', 'scheduled_at', 'shard', 'attempt'], tuples).andWhere({ node_id: nodeId, status: 'running' });
+          // `id IN` beside the tuples: the primary key is what the optimizer should range over (MariaDB
+          // takes it for the ids; for the row constructor alone it may take the status index).
+          const q = this.table(this.db.leaseKnex).whereIn('id', ids).whereIn(['id', 'job', 'scheduled_at', 'shard', 'attempt'], tuples).andWhere({ node_id: nodeId, status: 'running' });
           return returning ? q.update({ heartbeat_at: this.db.nowRaw() }, ['id']) : q.update({ heartbeat_at: this.db.nowRaw() });
         });
         if (returning) {
