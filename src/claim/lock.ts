@@ -12,8 +12,12 @@ export interface Lease {
   /**
    * The attempt is decided (its row says so): the key guards nothing more and is left to expire,
    * costing no command now; a provider closed before it expires (a clean stop) releases it then.
+   * With `keepUntilMs` (epoch ms) later than its expiry, the key is kept until then instead (one
+   * batched script call per master), and not released at a clean stop: a second, independent record
+   * that the period ran, so that a store that loses the row (an asynchronous replica promoted)
+   * cannot by itself make the period run again (its catch-up claim meets the key and stops).
    */
-  settle(): void;
+  settle(keepUntilMs?: number): void;
 }
 
 export type QuorumState = 'ok' | 'degraded' | 'down' | 'none';

@@ -60,6 +60,28 @@ for i, key in ipairs(KEYS) do
 end
 return n`;
 
+/**
+ * Sets the expiry of each key (KEYS) whose value is still ARGV[i] (this node's) to the instant
+ * ARGV[n + i] (epoch ms), if that is later than its current one: a decided attempt's key kept until its period is
+ * older than its catchUp (see Lease.settle).
+ */
+const KEEP_SCRIPT = `
+local n = #KEYS
+local kept = 0
+for i, key in ipairs(KEYS) do
+  if redis.call('GET', key) == ARGV[i] then
+    local at = tonumber(ARGV[n + i])
+    local left = redis.call('PTTL', key)
+    if left >= 0 and at - tonumber(ARGV[2 * n + 1]) > left then
+      redis.call('PEXPIREAT', key, at)
+      kept = kept + 1
+    end
+  end
+end
+return kept`;
+
+type KeepCommand = { keepKeys(numKeys: number, ...args: string[]): Promise<number> };
+
 type ReleaseCommand = { releaseKeys(numKeys: number, ...args: string[]): Promise<number> };
 
 type ClaimCommand = { claimKeys(numKeys: number, ...args: string[]): Promise<Array<number | string>> };
@@ -117,9 +139,11 @@ export class RedlockProvider implements LockProvider {
     for (const c of this.clients) {
       c.defineCommand('claimKeys', { lua: CLAIM_SCRIPT });
       c.defineCommand('releaseKeys', { lua: RELEASE_SCRIPT });
+      c.defineCommand('keepKeys', { lua: KEEP_SCRIPT });
     }
     this.redlock = new Redlock(this.clients, { retryCount: 0, driftFactor: DRIFT_FACTOR });
     this.acquire = batched(CLAIMS_PER_CALL, (items) => this.acquireBatch(items));
+    this.keep = batched(CLAIMS_PER_CALL, (items) => this.keepBatch(items), 2);
     // Redlock re-emits client errors during operations; they are counted as votes already.
     this.redlock.on('error', () => {});
   }
@@ -281,9 +305,14 @@ export class RedlockProvider implements LockProvider {
           // Unreleased keys expire by themselves.
         }
       },
-      settle: () => {
+      settle: (keepUntilMs?: number) => {
         if (released) return;
         released = true;
+        if (keepUntilMs !== undefined && keepUntilMs > lock.expiration) {
+          // Best effort: a master that does not answer keeps the key for its TTL only.
+          void this.keep({ key: resource, value: lock.value, untilMs: Math.round(keepUntilMs) }).catch(() => {});
+          return;
+        }
         this.settled.set(resource, { value: lock.value, expiresAt: lock.expiration });
         // Oldest first: drop the ones that have expired (every TTL is at least a second).
         const now = Date.now();
@@ -293,6 +322,15 @@ export class RedlockProvider implements LockProvider {
         }
       },
     };
+  }
+
+  private readonly keep: (item: { key: string; value: string; untilMs: number }) => Promise<void>;
+
+  /** One KEEP_SCRIPT call per master for the keys settled in one turn of the event loop. */
+  private async keepBatch(items: Array<{ key: string; value: string; untilMs: number }>): Promise<void[]> {
+    const args = [...items.map((k) => k.key), ...items.map((k) => k.value), ...items.map((k) => String(k.untilMs)), String(Date.now())];
+    await Promise.all(this.clients.map((c) => (c as unknown as KeepCommand).keepKeys(items.length, ...args).catch(() => 0)));
+    return items.map(() => undefined);
   }
 
   /** Keys of decided attempts, left to expire (see Lease.settle): released at close if still live. */

@@ -98,6 +98,9 @@ function notStarted(reason: AbortReason): RunOutcome {
   return { status: STATUS_ON_ABORT[reason] ?? 'failed', error: what, reason };
 }
 
+/** A first attempt's lock key outlives its period's catchUp by this much (the reconciler looks 3 s behind now). */
+const KEEP_MARGIN_MS = 10_000;
+
 /** How often the self-fencing watchdog looks at the attempts in flight. */
 const FENCE_CHECK_MS = 100;
 
@@ -269,8 +272,10 @@ export class Executor {
     // outcome, or a lease the takeover will end), every later claim of the period is another
     // attempt with a key of its own or is refused by the row. Releasing it would cost a script call
     // and two commands per master and period; it expires after its lockTtl instead (or is released
-    // with the others at a clean stop).
-    lease?.settle();
+    // with the others at a clean stop). The key of a first attempt that ran is kept until its period
+    // is older than catchUp: a store that loses the row (an asynchronous replica promoted) cannot by
+    // itself make the period run again, since its catch-up claim meets the key.
+    lease?.settle(run.attempt === 1 && written.written ? run.scheduledAt.getTime() + job.catchUpMs + KEEP_MARGIN_MS : undefined);
     const durationMs = Math.round(ended - started);
     const line = { status: written.status, durationMs, ...(outcome.error ? { error: outcome.error } : {}) };
     if (written.status === 'succeeded') log.info(line, 'run succeeded');

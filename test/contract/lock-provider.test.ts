@@ -333,6 +333,31 @@ function describeRedlock(n: number): void {
         }
       });
 
+      it('settle(keepUntil) keeps a decided key until then (one script call per master for the keys of a turn), a lease-long key of another holder untouched; close() does not release kept keys', async () => {
+        const p = new RedlockProvider({ urls: servers.map((s) => s.url), prefix, log: silent });
+        await p.connect();
+        const keys = [periodKey(), periodKey(), periodKey()];
+        const res = (k: string) => `${prefix}lock:${k}`;
+        const leases = await Promise.all(keys.map((k) => p.tryAcquire(k, 1_000)));
+        // One of them was taken over by another holder meanwhile: not kept.
+        for (const c of inspectors) await c.set(res(keys[2]!), 'someone-else', 'PX', 1_000);
+        const before = await commandCounts(inspectors);
+        const until = Date.now() + 60_000;
+        for (const l of leases) l!.settle(until);
+        await waitFor('the keep script to run on every master', async () => (await commandCounts(inspectors)).get('script') === (before.get('script') ?? 0) + n, 5_000, 20);
+        await p.close();
+        await new Promise((r) => setTimeout(r, 1_200));
+        for (const c of inspectors) {
+          for (const k of keys.slice(0, 2)) {
+            const left = await c.pttl(res(k));
+            expect(left, 'kept past its TTL and its provider\'s close').toBeGreaterThan(50_000);
+            expect(left).toBeLessThanOrEqual(60_000);
+          }
+          expect(await c.exists(res(keys[2]!)), 'another holder\'s key expired as it was set').toBe(0);
+          await c.del(...keys.map(res));
+        }
+      });
+
       it('one batch with free, held and (over 3 masters) split keys answers each as it would alone', async () => {
         const p = await connected();
         const [free, held, split] = [periodKey(), periodKey(), periodKey()];
