@@ -1,8 +1,11 @@
 /** MySQL 8 and MariaDB 10.6+ through mysql2. */
 import { randomBytes } from 'node:crypto';
+import { createRequire } from 'node:module';
 import { hostname } from 'node:os';
 import type { Knex } from 'knex';
 import type { StoreConfig } from '../../config/config.js';
+import { redactText } from '../../config/redact.js';
+import { errorMessage } from '../../errors.js';
 import { QUIET_KNEX_LOG, isSocketError, pollUntil, sessionLocks, type Dialect, type ErrorClass, type RowValues } from './types.js';
 
 /** MariaDB 10.5 and later know INSERT ... RETURNING (MySQL does not): e.g. '10.11.19-MariaDB-0+deb12u1'. */
@@ -149,6 +152,53 @@ function galeraLocks(nowMs: string): Pick<Dialect, 'withAdvisoryLock' | 'tryAdvi
       return holding(knex, name, holder, fn);
     },
   };
+}
+
+/** One host of a MySQL/MariaDB host list. */
+export interface MysqlHost {
+  host: string;
+  port: number;
+}
+
+type QueryRows = (sql: string) => Promise<Array<Record<string, unknown>>>;
+
+/**
+ * Why the server behind `query` cannot take this node's writes now, or null when it can: read-only
+ * (`@@global.read_only`: a replica, a demoted primary; MySQL's super_read_only sets it too), or a
+ * Galera node not ready (outside the primary component, joining, a donor, desynced).
+ */
+export async function mysqlWriteRefusal(query: QueryRows): Promise<string | null> {
+  const [ro] = await query('SELECT @@global.read_only AS ro');
+  if (Number(ro?.ro ?? 0) !== 0) return 'read-only (read_only = ON)';
+  if (!wsrepOn(await query("SHOW VARIABLES LIKE 'wsrep_on'"))) return null;
+  const status = new Map((await query("SHOW GLOBAL STATUS WHERE Variable_name IN ('wsrep_ready', 'wsrep_cluster_status', 'wsrep_local_state_comment')")).map((r) => [String(r.Variable_name ?? r.variable_name), String(r.Value ?? r.value)]));
+  if (status.get('wsrep_cluster_status') !== 'Primary') return `outside the primary component (wsrep_cluster_status = ${status.get('wsrep_cluster_status') ?? 'unknown'})`;
+  if (status.get('wsrep_ready') !== 'ON') return 'not ready (wsrep_ready = OFF)';
+  if (status.get('wsrep_local_state_comment') !== 'Synced') return `not synced (wsrep_local_state_comment = ${status.get('wsrep_local_state_comment') ?? 'unknown'})`;
+  return null;
+}
+
+/**
+ * probe(host) for a host list: a connection of its own to `host` (closed after), then
+ * mysqlWriteRefusal. Null: it takes writes; otherwise why not ("down: connect ECONNREFUSED ...",
+ * "read-only ...", "outside the primary component ..."), for the log line naming each host.
+ */
+export async function probeMysqlHost(target: MysqlHost, auth: { user?: string; password?: string; database?: string }, timeoutMs = 3000): Promise<string | null> {
+  const mysql = createRequire(import.meta.url)('mysql2/promise') as typeof import('mysql2/promise');
+  let conn: import('mysql2/promise').Connection | undefined;
+  try {
+    conn = await mysql.createConnection({ host: target.host, port: target.port, user: auth.user, password: auth.password, database: auth.database, connectTimeout: timeoutMs });
+  } catch (err) {
+    return `down: ${redactText(errorMessage(err))}`;
+  }
+  try {
+    const c = conn;
+    return await mysqlWriteRefusal(async (sql) => (await c.query({ sql, timeout: timeoutMs }))[0] as Array<Record<string, unknown>>);
+  } catch (err) {
+    return `${notWritable(err) ? 'refuses writes' : 'does not answer'}: ${redactText(errorMessage(err))}`;
+  } finally {
+    conn.destroy();
+  }
 }
 
 async function insertOne(db: Knex | Knex.Transaction, table: string, row: RowValues, withReturning: boolean): Promise<Record<string, unknown> | null> {
