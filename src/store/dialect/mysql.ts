@@ -236,6 +236,19 @@ async function insertIgnoreReturning(db: Knex | Knex.Transaction, table: string,
   return stored;
 }
 
+/**
+ * On Galera, a claim INSERT in a transaction of its own, so that a certification conflict fails its
+ * COMMIT (1213, a lost race: tried again, the winner's row is then seen). Autocommitted, MariaDB
+ * 10.11's INSERT IGNORE ... RETURNING turns the conflict at its implicit commit into a warning and
+ * returns the row it did not keep: two nodes inserting the same period on two nodes both got it
+ * back 290 times of 300 here (one row stored), and both ran the body (a duplicate start seen in the
+ * Galera fault test). In a transaction the loser's COMMIT fails instead (291 of 300 here, 0 both).
+ */
+function inOwnCommit<T>(db: Knex | Knex.Transaction, galera: boolean, fn: (db: Knex | Knex.Transaction) => Promise<T>): Promise<T> {
+  if (!galera || 'commit' in db) return fn(db);
+  return (db as Knex).transaction((trx) => fn(trx));
+}
+
 /** A column as the server defines it, for the checks a strict INSERT makes. */
 interface ColumnRule {
   nullable: boolean;
@@ -418,13 +431,13 @@ export function mysqlDialect(): Dialect {
       const out: Record<string, unknown>[] = [];
       if (withReturning && rows.length > 1) {
         // A session that is not strict gets the same warnings and mangled values from a plain INSERT.
-        if (strict === false || checkRows(await columnRules(db, table), rows)) return insertIgnoreReturning(db, table, rows);
+        if (strict === false || checkRows(await columnRules(db, table), rows)) return inOwnCommit(db, galera, (d) => insertIgnoreReturning(d, table, rows));
         // A value the check cannot judge (a type it does not know, a column it has not read: read
         // the columns again next time): strict, row by row.
         rulesByTable.delete(table);
       }
       for (const row of rows) {
-        const stored = await insertOne(db, table, row, withReturning);
+        const stored = await inOwnCommit(db, galera, (d) => insertOne(d, table, row, withReturning));
         if (stored) out.push(stored);
       }
       return out;
