@@ -123,9 +123,11 @@ function judge(job: string, effects: Effect[], rows: RunRow[], logs: Array<Recor
 
 // The default lease (30 s): longer than a Galera node's outage here (killed, restarted in ~20 s), so
 // that a daemon whose only host it was writes its outcomes when the host is back (not run again).
-const TICK = faultJob({ schedule: '* * * * * *', durationMs: 50, extra: { catchUp: '1m', coalesce: false, overlap: 'skip' } });
+// GALERA_LOCK_TTL (e.g. 10s) tries a shorter one.
+const LEASE = process.env.GALERA_LOCK_TTL ? { lockTtl: process.env.GALERA_LOCK_TTL } : {};
+const TICK = faultJob({ schedule: '* * * * * *', durationMs: 50, extra: { ...LEASE, catchUp: '1m', coalesce: false, overlap: 'skip' } });
 // A body of 3 s every 4 s: the fault falls while one of them runs.
-const LONG = faultJob({ schedule: '*/4 * * * * *', durationMs: 3000, extra: { catchUp: '1m', coalesce: false, overlap: 'skip' } });
+const LONG = faultJob({ schedule: '*/4 * * * * *', durationMs: 3000, extra: { ...LEASE, catchUp: '1m', coalesce: false, overlap: 'skip' } });
 
 describe('fault: Galera (three MariaDB Galera nodes, no Redis)', () => {
   it('cold start: three daemons, each on its own Galera node by a single-host URL, started at once on a fresh database: none exits, every migration applied once', async () => {
