@@ -69,7 +69,7 @@ export async function runDaemon(options: CommonOptions): Promise<void> {
   // Another live process taking the id over ends this node as a signal would, then exit 2 (see heartbeat.ts).
   let takenOver = false;
   let onTakenOver = () => {};
-  const heartbeat = new NodeHeartbeat({ store: rt.nodeStore, owner, inFlight: () => rt.executor.size, clockOffsetMs: () => rt.clock.reading().offsetMs, log,
+  const heartbeat = new NodeHeartbeat({ store: rt.nodeStore, owner, inFlight: () => rt.executor.size, clockOffsetMs: () => rt.clock.reading().offsetMs, storeHost: () => rt.store.storeHost(), log,
     onTakenOver: () => {
       takenOver = true;
       onTakenOver();

@@ -35,6 +35,20 @@ export function nodesCommand(program: Command): void {
  */
 export function nodesText(nodes: ListedNode[]): string {
   if (nodes.length === 0) return 'no node has run in the last 24 h';
+  return `${nodesTable(nodes)}${storeHostsText(nodes)}`;
+}
+
+/**
+ * Below the table, which store host the live nodes write to, one line a host (the table has no room
+ * for it within 100 columns): after a failover, the nodes still on the old primary stand out.
+ */
+function storeHostsText(nodes: ListedNode[]): string {
+  const byHost = new Map<string, string[]>();
+  for (const n of nodes) if (n.alive && n.storeHost) byHost.set(n.storeHost, [...(byHost.get(n.storeHost) ?? []), n.id]);
+  return [...byHost].map(([host, ids]) => `\nwrites to ${host}: ${ids.join(', ')}`).join('');
+}
+
+function nodesTable(nodes: ListedNode[]): string {
   return table([
     ['ID', 'HOST', 'PID', 'VERSION', 'STARTED', 'HEARTBEAT', 'RUNS', 'OFFSET', 'STATE'],
     ...nodes.map((n) => [

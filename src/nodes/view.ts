@@ -14,6 +14,7 @@ export function nodeView(n: ListedNode): NodeView {
     clockOffsetMs: n.clockOffsetMs,
     state: n.state,
     alive: n.alive,
+    storeHost: n.storeHost,
   };
 }
 

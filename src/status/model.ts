@@ -95,6 +95,8 @@ export interface NodeView {
   state: NodeState;
   /** Heartbeat fresh (by the store's clock). */
   alive: boolean;
+  /** The store host the node writes to (`host:port`), as of its last heartbeat; null on SQLite or not known yet. */
+  storeHost: string | null;
 }
 
 export interface InvalidJobView {

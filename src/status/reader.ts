@@ -23,7 +23,7 @@ export interface StatusReaderOptions {
   jobs: Job[];
   invalid: InvalidJobFile[];
   cache: SummaryCache;
-  store: Pick<RunStore, 'history'>;
+  store: Pick<RunStore, 'history' | 'storeHost'>;
   /** Whether the store answers (the scheduler's sweep and the readiness probe together). */
   storeUp: () => boolean;
   /** The store's clock as this node estimates it (epoch ms). */
@@ -101,6 +101,7 @@ export function createStatusReader(o: StatusReaderOptions): StatusReader {
       id: o.nodeId, host: hostname(), pid: process.pid, version: o.version,
       startedAt: iso(s.startedAt) ?? new Date(now).toISOString(), heartbeatAt: new Date(now).toISOString(),
       inFlight: s.inFlight.length, clockOffsetMs: s.clockOffsetMs, state: s.stopping ? 'stopping' : 'running', alive: true,
+      storeHost: o.store.storeHost(),
     };
   };
 

@@ -95,6 +95,20 @@ export class Database {
   readonly shownUrl: string;
 
   /**
+   * The store host this process writes to (`host:port`), for `nodes` and the page; null on SQLite.
+   * A single-host URL's host; with a host list, the writer found last.
+   */
+  storeHost(): string | null {
+    if (this.kind === 'sqlite') return null;
+    try {
+      const u = new URL(this.shownUrl);
+      return `${u.hostname}:${u.port || (this.kind === 'mysql' ? '3306' : '5432')}`;
+    } catch {
+      return null;
+    }
+  }
+
+  /**
    * When (monotonic ms) this process last found the store unreachable, or opened it. A node judges
    * other nodes' leases only once it has been connected for longer than them since (see
    * connectedForMs): a holder reconnecting at the same moment must be able to write first.

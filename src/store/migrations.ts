@@ -290,6 +290,21 @@ const migrations: Migration[] = [
       });
     },
   },
+  {
+    // The store host the node writes to (`host:port`; a host list's current writer), for `nodes` and
+    // the page: after a failover, an operator sees which nodes have found the new primary.
+    name: '0012_node_store_host',
+    async up(knex) {
+      await knex.schema.alterTable(NODES_TABLE, (t) => {
+        t.string('store_host', 300).nullable();
+      });
+    },
+    async down(knex) {
+      await knex.schema.alterTable(NODES_TABLE, (t) => {
+        t.dropColumn('store_host');
+      });
+    },
+  },
 ];
 
 export const migrationSource: Knex.MigrationSource<Migration> = {

@@ -255,6 +255,10 @@ export class KnexRunStore implements RunStore {
     return this.db.connectedForMs();
   }
 
+  storeHost(): string | null {
+    return this.db.storeHost();
+  }
+
   /** A statement that takes, keeps or ends a lease: bounded by a third of it (see leaseQueryTimeout). */
   private leased<T>(what: string, leaseMs: number | undefined, fn: () => Promise<T>): Promise<T> {
     if (leaseMs === undefined || leaseMs <= 0) return this.wrap(what, fn);

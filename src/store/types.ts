@@ -246,6 +246,8 @@ export interface RunStore {
    * opened it), by its monotonic clock: the grace a holder gets to write first (see Takeover).
    */
   connectedForMs(): number;
+  /** The store host this process writes to (`host:port`; a host list's current writer), null on SQLite. */
+  storeHost(): string | null;
   /** Period instants (epoch ms) of the job that have a row (of each of its `shards`, default 1), in [fromMs, toMs]. */
   periodsWithRows(job: string, fromMs: number, toMs: number, shards?: number): Promise<Set<number>>;
   /** The shards of one period that have any row. */
@@ -329,6 +331,8 @@ export interface NodeRecord {
   state: NodeState;
   /** The start of the process that wrote the row, as /proc tells it (`<boot id>:<start in clock ticks>`); null without /proc or from before the column. */
   procStart: string | null;
+  /** The store host the node writes to (`host:port`), as of its last heartbeat; null on SQLite, before its first beat, or from before the column. */
+  storeHost: string | null;
 }
 
 /** The process a node row belongs to: the one that registered it. */
@@ -383,7 +387,7 @@ export interface NodeStore {
    */
   register(node: NodeRegistration, pidAlive: PidAlive): Promise<RegisterResult>;
   /** The heartbeat (store clock) with what the node is doing; false when the row is no longer this process's. */
-  beat(owner: RegisteredNode, status: { inFlight: number; clockOffsetMs: number; state: NodeState }): Promise<boolean>;
+  beat(owner: RegisteredNode, status: { inFlight: number; clockOffsetMs: number; state: NodeState; storeHost?: string | null }): Promise<boolean>;
   /** Sets the state (and the heartbeat); 'stopped' also zeroes the runs in flight. False when the row is not this process's. */
   setState(owner: RegisteredNode, state: NodeState): Promise<boolean>;
   /** The row of one node id, judged by the store's clock; null when there is none. */

@@ -78,10 +78,10 @@ export function fixtureJobs(): FixtureJob[] {
 }
 
 export const FIXTURE_NODES: NodeView[] = [
-  { id: 'node-a', host: 'host-a', pid: 101, version: '0.1.0', startedAt: ago(600), heartbeatAt: ago(0.1), inFlight: 0, clockOffsetMs: 3, state: 'running', alive: true },
-  { id: 'node-b', host: 'host-b', pid: 202, version: '0.1.0', startedAt: ago(300), heartbeatAt: ago(0.2), inFlight: 1, clockOffsetMs: -12, state: 'running', alive: true },
-  { id: 'node-c', host: 'host-c', pid: 303, version: '0.0.9', startedAt: ago(5000), heartbeatAt: ago(2000), inFlight: 0, clockOffsetMs: 0, state: 'stopped', alive: false },
-  { id: 'node-d', host: 'host-d', pid: 404, version: '0.1.0', startedAt: ago(100), heartbeatAt: ago(1), inFlight: 1, clockOffsetMs: 0, state: 'running', alive: false },
+  { id: 'node-a', host: 'host-a', pid: 101, version: '0.1.0', startedAt: ago(600), heartbeatAt: ago(0.1), inFlight: 0, clockOffsetMs: 3, state: 'running', alive: true, storeHost: 'db-1:3306' },
+  { id: 'node-b', host: 'host-b', pid: 202, version: '0.1.0', startedAt: ago(300), heartbeatAt: ago(0.2), inFlight: 1, clockOffsetMs: -12, state: 'running', alive: true, storeHost: 'db-1:3306' },
+  { id: 'node-c', host: 'host-c', pid: 303, version: '0.0.9', startedAt: ago(5000), heartbeatAt: ago(2000), inFlight: 0, clockOffsetMs: 0, state: 'stopped', alive: false, storeHost: 'db-2:3306' },
+  { id: 'node-d', host: 'host-d', pid: 404, version: '0.1.0', startedAt: ago(100), heartbeatAt: ago(1), inFlight: 1, clockOffsetMs: 0, state: 'running', alive: false, storeHost: null },
 ];
 
 export const FIXTURE_INVALID: InvalidJobView[] = [{ file: 'broken.ts', problems: ['schedule: \'<img src=x onerror="window.__injected=true">\' is not a cron expression'] }];

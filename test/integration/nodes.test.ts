@@ -31,6 +31,7 @@ interface NodeJson {
   clockOffsetMs: number;
   state: string;
   alive: boolean;
+  storeHost: string | null;
 }
 
 /** A job of its own for each node (a folder each): every second, a body that runs until its signal aborts. */
@@ -62,7 +63,8 @@ describe('nodes', () => {
     }, 60_000, 500);
     expect(listed.map((n) => n.id).sort()).toEqual(['node-a', 'node-b']);
     for (const [n, d] of [[listed.find((x) => x.id === 'node-a')!, a], [listed.find((x) => x.id === 'node-b')!, b]] as const) {
-      expect(n).toMatchObject({ host: hostname(), pid: d.proc.pid, state: 'running', alive: true, clockOffsetMs: 0 });
+      // SQLite: no store host to name.
+      expect(n).toMatchObject({ host: hostname(), pid: d.proc.pid, state: 'running', alive: true, clockOffsetMs: 0, storeHost: null });
       expect(n.version).toMatch(/^\d+\.\d+\.\d+/);
       expect(Date.parse(n.heartbeatAt)).toBeGreaterThanOrEqual(Date.parse(n.startedAt));
     }

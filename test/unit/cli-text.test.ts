@@ -145,7 +145,7 @@ describe('nodes text', () => {
   const node = (over: Partial<ListedNode>): ListedNode => ({
     id: 'a-node-name-that-is-far-too-long-to-print-whole-1234', host: 'ip-10-0-112-134.eu-west-1.compute.internal', pid: 4_194_303,
     version: '10.20.300-beta.1', startedAt: 0, heartbeatAt: 99 * 86_400_000, inFlight: 1000, clockOffsetMs: -999_900, state: 'stopping',
-    procStart: null, alive: true, heartbeatAgeMs: 23 * 3600_000 + 59 * 60_000, ...over,
+    procStart: null, storeHost: null, alive: true, heartbeatAgeMs: 23 * 3600_000 + 59 * 60_000, ...over,
   });
 
   it('has a PID column (the pid a refused start names) and fits 100 columns with the widest values', () => {
@@ -156,5 +156,15 @@ describe('nodes text', () => {
     expect(lines[1]).toMatch(/^a-node-name-that-…\s+ip-10-0-112-…\s+4194303\s+10.20.…\s+99d23h ago\s+23h59m ago\s+1000\s+-999\.9s\s+stopping$/);
     expect(lines[2]).toMatch(/^web-1\s+db-2\s+4242\s+0\.1\.0\s+1m01s ago\s+1\.2s ago\s+0\s+\+12ms\s+running$/);
     expect(nodesText([])).toBe('no node has run in the last 24 h');
+  });
+
+  it('says below the table which store host the live nodes write to, one line a host', () => {
+    const text = nodesText([
+      node({ id: 'web-1', storeHost: 'pg-b:5432' }), node({ id: 'web-2', storeHost: 'pg-a:5432' }), node({ id: 'web-3', storeHost: 'pg-b:5432' }),
+      node({ id: 'web-4', storeHost: 'pg-a:5432', alive: false }), node({ id: 'web-5', storeHost: null }),
+    ]);
+    const lines = text.split('\n');
+    expect(lines.slice(-2)).toEqual(['writes to pg-b:5432: web-1, web-3', 'writes to pg-a:5432: web-2']);
+    expect(lines.length).toBe(1 + 5 + 2);
   });
 });
