@@ -1,13 +1,16 @@
 /**
  * A three-node MariaDB Galera cluster (test/harness/galera.mjs: Debian's mariadb-server and galera-4,
  * rsync state transfer) under three real daemons, no Redis: a cold start of all three at once on a
- * fresh database, one Galera node killed (kill -9) mid-run and restarted, one partitioned into a
- * minority and healed. Every period is judged from the bodies' own records and the store's rows.
+ * fresh database, two nodes racing the same periods, a read-only node, one Galera node killed
+ * (kill -9) mid-run and restarted, one partitioned into a minority and healed. Every period is judged
+ * from the bodies' own records and the store's rows. The daemons use single-host URLs, one Galera
+ * node each (the host-list URL is not parsed yet).
  */
+import knexFactory from 'knex';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { galeraMissing, GaleraCluster } from '../harness/galera.mjs';
 import { randomTag, sleep, waitFor } from '../harness/process.mjs';
-import { probeMysqlHost } from '../../src/store/dialect/mysql.js';
+import { mysqlDialect, probeMysqlHost } from '../../src/store/dialect/mysql.js';
 import { KnexRunStore } from '../../src/store/runs.js';
 import { Workspace } from '../helpers/workspace.js';
 import { Cluster, duplicateStarts, faultJob, overlappingAttempts, secondsBetween, type Effect } from './harness.js';
@@ -175,6 +178,33 @@ describe('fault: Galera (three MariaDB Galera nodes, no Redis)', () => {
       await Promise.all(stores.map((s) => s.close()));
     }
   }, 120_000);
+
+  it('a read-only node (SET GLOBAL read_only = 1 on one Galera node): the probe says so, and a write there is classified unavailable (1290), not a real error', async () => {
+    const db = await galera.createDatabase(`cron_galera_ro_${randomTag()}`);
+    // A user without READ_ONLY ADMIN (root writes through read_only).
+    const user = `ro_${randomTag()}`;
+    await galera.node(0).query('CREATE USER ?@?', [user, '127.0.0.1']);
+    await galera.node(0).query('GRANT ALL PRIVILEGES ON ??.* TO ?@?', [db, user, '127.0.0.1']);
+    const node = galera.node(1);
+    await node.query('SET GLOBAL read_only = 1');
+    try {
+      const auth = { user, database: db };
+      expect(await probeMysqlHost({ host: '127.0.0.1', port: node.port }, auth)).toMatch(/^read-only/);
+      expect(await probeMysqlHost({ host: '127.0.0.1', port: galera.node(0).port }, auth)).toBeNull();
+      const dialect = mysqlDialect();
+      const k = knexFactory(dialect.knexConfig({ kind: 'mysql', url: `mysql://${user}@127.0.0.1:${node.port}/${db}` }));
+      try {
+        const err = await k.raw('CREATE TABLE t (id INT PRIMARY KEY)').then(() => null, (e: unknown) => e);
+        expect((err as { errno?: number }).errno).toBe(1290);
+        expect(dialect.classify(err)).toBe('unavailable');
+      } finally {
+        await k.destroy();
+      }
+    } finally {
+      await node.query('SET GLOBAL read_only = 0');
+      await galera.node(0).query('DROP USER ?@?', [user, '127.0.0.1']);
+    }
+  }, 60_000);
 
   /**
    * Three daemons on the cluster; `fault` runs once the long job's body is running (what it returns:
