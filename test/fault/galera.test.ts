@@ -8,6 +8,7 @@
  */
 import knexFactory from 'knex';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { MARIADB_ADMIN } from '../harness/databases.mjs';
 import { galeraMissing, GaleraCluster } from '../harness/galera.mjs';
 import { randomTag, sleep, waitFor } from '../harness/process.mjs';
 import { mysqlDialect, probeMysqlHost } from '../../src/store/dialect/mysql.js';
@@ -150,6 +151,13 @@ describe('fault: Galera (three MariaDB Galera nodes, no Redis)', () => {
     const stores = await Promise.all([0, 1].map((i) => KnexRunStore.open({ kind: 'mysql', url: galera.url(i, db) })));
     try {
       await stores[0]!.migrate();
+      // Certification failures and brute-force aborts on the two nodes, before and after.
+      const conflictCount = async () => {
+        let n = 0;
+        for (const i of [0, 1]) for (const r of await galera.node(i).query<{ Value: string }>("SHOW GLOBAL STATUS WHERE Variable_name IN ('wsrep_local_cert_failures', 'wsrep_local_bf_aborts')")) n += Number(r.Value);
+        return n;
+      };
+      const conflictsBefore = await conflictCount();
       const base = Date.UTC(2030, 0, 1);
       const run = (i: number, at: number, node: string) => ({ job: `race${i}`, scheduledAt: new Date(at), periodKey: `race${i}@${new Date(at).toISOString()}`, attempt: 1, trigger: 'schedule' as const, nodeId: node, leaseMs: 30_000 });
       const wonTwice: string[] = [];
@@ -170,7 +178,8 @@ describe('fault: Galera (three MariaDB Galera nodes, no Redis)', () => {
         }
       }
       const rows = await galera.node(0).query<{ n: number }>('SELECT COUNT(*) AS n FROM ??.scheduler_runs', [db]);
-      console.log(`[galera] race: 120 instants, ${Number(rows[0]!.n)} rows, ${conflicts} calls failed after their deadlock retries`);
+      const certified = (await conflictCount()) - conflictsBefore;
+      console.log(`[galera] race: 120 instants, ${Number(rows[0]!.n)} rows, ${certified} certification conflicts or brute-force aborts on the nodes, ${conflicts} calls failed after their deadlock retries`);
       expect(wonTwice).toEqual([]);
       expect(wonByNone).toEqual([]);
       expect(Number(rows[0]!.n)).toBe(60 * 3 + 60);
@@ -179,7 +188,7 @@ describe('fault: Galera (three MariaDB Galera nodes, no Redis)', () => {
     }
   }, 120_000);
 
-  it('a read-only node (SET GLOBAL read_only = 1 on one Galera node): the probe says so, and a write there is classified unavailable (1290), not a real error', async () => {
+  it('sessions on a Galera node set wsrep_sync_wait = 7 (the shared plain MariaDB: 0); a read-only node (SET GLOBAL read_only = 1): the probe says so, and a write there is classified unavailable (1290), not a real error', async () => {
     const db = await galera.createDatabase(`cron_galera_ro_${randomTag()}`);
     // A user without READ_ONLY ADMIN (root writes through read_only).
     const user = `ro_${randomTag()}`;
@@ -194,11 +203,22 @@ describe('fault: Galera (three MariaDB Galera nodes, no Redis)', () => {
       const dialect = mysqlDialect();
       const k = knexFactory(dialect.knexConfig({ kind: 'mysql', url: `mysql://${user}@127.0.0.1:${node.port}/${db}` }));
       try {
+        // Every session of a Galera node waits for the cluster's committed writes (GALERA_SYNC_WAIT).
+        const [sync] = (await k.raw('SELECT @@session.wsrep_sync_wait AS w')) as unknown as [Array<{ w: number }>];
+        expect(Number(sync[0]!.w)).toBe(7);
         const err = await k.raw('CREATE TABLE t (id INT PRIMARY KEY)').then(() => null, (e: unknown) => e);
         expect((err as { errno?: number }).errno).toBe(1290);
         expect(dialect.classify(err)).toBe('unavailable');
       } finally {
         await k.destroy();
+      }
+      // The shared MariaDB (wsrep_on = OFF) is left as it is.
+      const plain = knexFactory(dialect.knexConfig({ kind: 'mysql', url: MARIADB_ADMIN }));
+      try {
+        const [rows] = (await plain.raw('SELECT @@session.wsrep_sync_wait AS w')) as unknown as [Array<{ w: number }>];
+        expect(Number(rows[0]!.w)).toBe(0);
+      } finally {
+        await plain.destroy();
       }
     } finally {
       await node.query('SET GLOBAL read_only = 0');
