@@ -272,10 +272,15 @@ describe('fault: Galera (three MariaDB Galera nodes, no Redis)', () => {
     const notable = logs.filter((l) => Number(l.level) >= 40 || ['warn', 'error', 'fatal'].includes(String(l.level))).map((l) => `${l._node} ${String(l.msg)}`);
     if (process.env.FAULT_DEBUG) {
       console.log([...new Set(notable)].slice(0, 80).join('\n'));
+      // The whole case, to read afterwards (the workspace is removed).
       const { writeFileSync } = await import('node:fs');
-      writeFileSync(`/tmp/galera-${prefix}-logs.jsonl`, logs.map((l) => JSON.stringify(l)).join('\n'));
-      writeFileSync(`/tmp/galera-${prefix}-rows.json`, JSON.stringify(rows, null, 1));
-      writeFileSync(`/tmp/galera-${prefix}-effects.jsonl`, effects.map((l) => JSON.stringify(l)).join('\n'));
+      const { join } = await import('node:path');
+      const { tmpdir } = await import('node:os');
+      const base = join(tmpdir(), `galera-${prefix}`);
+      writeFileSync(`${base}-logs.jsonl`, logs.map((l) => JSON.stringify(l)).join('\n'));
+      writeFileSync(`${base}-rows.json`, JSON.stringify(rows, null, 1));
+      writeFileSync(`${base}-effects.jsonl`, effects.map((l) => JSON.stringify(l)).join('\n'));
+      console.log(`[galera] FAULT_DEBUG: ${base}-{logs.jsonl,rows.json,effects.jsonl}`);
     }
     return { exits, codes, tick, long, effects, rows, logs, probes, faulted };
   }
