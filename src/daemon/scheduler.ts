@@ -13,7 +13,7 @@ import type { Job } from '../jobs/types.js';
 import type { Logger } from '../log.js';
 import type { RunStore } from '../store/types.js';
 import { nextPeriodAfter, periodKey } from '../time/schedule.js';
-import { STEP_IN_AFTER_MS, type Racers } from '../claim/racers.js';
+import { MEMBERSHIP_EVERY_MS, STEP_IN_AFTER_MS, type Racers } from '../claim/racers.js';
 import type { Executor } from '../run/execute.js';
 import type { PeriodRunner } from '../run/period.js';
 import type { Reconciler } from '../run/reconcile.js';
@@ -22,6 +22,7 @@ import type { InFlightRun } from '../run/execute.js';
 import type { QuorumState } from '../claim/lock.js';
 import { noEvents, type SchedulerObserver } from '../events/events.js';
 import { ANCHORS_FLUSH_MS, WRITE_MARGIN_MS } from './stop-budget.js';
+import { NODE_ALIVE_MS } from '../store/nodes.js';
 
 /** Upper bound on one timer, so that a wall-clock jump is noticed within this time. */
 const MAX_TIMER_MS = 30_000;
@@ -72,6 +73,8 @@ export const RECONCILE_MARGIN_MS = 3000;
  * comes back, reconcile every job (the catch-up after downtime).
  */
 export const RECONCILE_SLICES = 5;
+/** At start, the first tick waits at most this long for the start-up catch-up's claims (see catchUpAtStart). */
+export const STARTUP_CATCH_UP_LEAD_MS = 500;
 
 interface JobState {
   job: Job;
@@ -139,6 +142,8 @@ export class Scheduler {
   private readonly now: () => Date;
   private readonly events: SchedulerObserver;
   private startedAt: number | null = null;
+  /** When start() finished declaring (monotonic ms): see unsureOfRacers. */
+  private startedAtMono = -Infinity;
   private lastPulse: number | null = null;
   private storeError: string | null = null;
   private redisState: QuorumState = 'none';
@@ -174,8 +179,10 @@ export class Scheduler {
       state.afterNext = state.next ? nextPeriodAfter(state.job.schedule, state.next) : null;
     }
     this.startedAt = Date.now();
+    this.startedAtMono = performance.now();
     this.lastPulse = performance.now();
     log.info({ jobs: this.states.map((s) => ({ job: s.job.name, next: s.next?.toISOString() ?? null })) }, 'scheduler started');
+    await this.catchUpAtStart(ready);
     this.arm();
     // Sweeps run half a second off the whole seconds, where ticks of most schedules fall.
     const phase = (SWEEP_EVERY_MS + 500 - (this.now().getTime() % SWEEP_EVERY_MS)) % SWEEP_EVERY_MS;
@@ -187,6 +194,41 @@ export class Scheduler {
         this.track(this.sweep());
       }, SWEEP_EVERY_MS);
     }, phase);
+  }
+
+  /**
+   * The start-up catch-up: every period up to `ready` (the tick's cursor) is decided in one plan, at
+   * once. The sweeps look only at periods 3 s old and the tick only after `ready`, so before this the
+   * periods of those last 3 s (among them the one due during the start-up) were left to later sweeps,
+   * each of which planned them apart from the rest of the outage: with `coalesce` a second catch-up
+   * ran (the first not the latest), or the latest missed period was recorded coalesced behind a
+   * period the tick had run meanwhile. One plan runs the latest missed period, and only it.
+   * The first tick waits (at most STARTUP_CATCH_UP_LEAD_MS) for this plan's claims to answer, since
+   * a period the tick claims ahead counts as a live run, which a catch-up claim waits behind.
+   */
+  private async catchUpAtStart(ready: Date): Promise<void> {
+    const { reconciler, runner, log } = this.options;
+    // The first sweep's reconcile waits for this one (the same periods, planned twice).
+    this.reconciling = true;
+    const planned = (async () => {
+      try {
+        const result = await reconciler.reconcile(this.states.map((s) => s.job), { upTo: ready, now: ready });
+        for (const p of result.ran) this.track(p);
+        // It was the full reconcile the first sweep would have made; the sweeps go on by slices.
+        this.fullReconcile = false;
+      } catch (err) {
+        log.warn({ err: { message: errorMessage(err) } }, 'start-up catch-up failed; the sweeps catch up instead');
+      } finally {
+        this.reconciling = false;
+      }
+    })();
+    this.track(planned);
+    const until = performance.now() + STARTUP_CATCH_UP_LEAD_MS;
+    const answered = (async () => {
+      await planned;
+      while (runner.claimsBehindMs() > 0 && performance.now() < until && !this.stopped) await sleep(2);
+    })();
+    await Promise.race([answered, sleep(STARTUP_CATCH_UP_LEAD_MS)]);
   }
 
   /**
@@ -365,8 +407,8 @@ export class Scheduler {
     const advanced: JobState[] = [];
     const late: Job[] = [];
     let lateMs = 0;
-    /** Periods this node steps in for if no row appears (second-ranked), by instant. */
-    const stepIn = new Map<number, Job[]>();
+    /** Periods this node steps in for if no row appears (second-ranked), by instant and rank. */
+    const stepIn = new Map<string, { at: Date; rank: number; jobs: Job[] }>();
     const behindMs = runner.claimsBehindMs();
     const behind = behindMs >= BEHIND_AFTER_MS;
     let deferred = 0;
@@ -384,7 +426,10 @@ export class Scheduler {
         const rank = this.rankOf(job, first);
         if (rank === 0 && behind) deferred++;
         else if (rank === 0) this.track(runner.runPeriod(job, first, 'schedule', { notBefore: first }));
-        else if (rank === 1 && !behind) (stepIn.get(first.getTime()) ?? stepIn.set(first.getTime(), []).get(first.getTime())!).push(job);
+        else if (!behind && (rank === 1 || this.unsureOfRacers())) {
+          const k = `${first.getTime()}/${rank}`;
+          (stepIn.get(k) ?? stepIn.set(k, { at: first, rank, jobs: [] }).get(k)!).jobs.push(job);
+        }
         continue;
       }
       // Woken late past several periods, or past the job's catchUp (a process paused for hours): the
@@ -400,7 +445,7 @@ export class Scheduler {
       this.options.log.warn({ jobs: late.length, ...(late.length === 1 ? { job: late[0]!.name } : { first: late.slice(0, 5).map((j) => j.name) }), lateMs }, 'timer woke late past several periods: catching up');
       this.catchUpLate(late);
     }
-    for (const [at, jobs] of stepIn) this.stepIn(new Date(at), jobs);
+    for (const s of stepIn.values()) this.stepIn(s.at, s.jobs, s.rank * STEP_IN_AFTER_MS);
     this.noteBehind(behind, behindMs, deferred);
     // Off the claim path: the claims above are on the wire already.
     for (const state of advanced) state.afterNext = state.next ? nextPeriodAfter(state.job.schedule, state.next) : null;
@@ -464,6 +509,16 @@ export class Scheduler {
     this.behind = behind;
   }
 
+  /**
+   * For NODE_ALIVE_MS after the start (and one more read of the list), nodes listed alive may have
+   * died before this one started (a whole cluster killed, one node back: the dead keep their shares
+   * until their heartbeats age out), so no period is left to the sweep then: those ranked to the
+   * dead were caught up 3-8 s late, or with `coalesce` recorded coalesced behind the next period.
+   */
+  private unsureOfRacers(): boolean {
+    return performance.now() - this.startedAtMono < NODE_ALIVE_MS + MEMBERSHIP_EVERY_MS;
+  }
+
   /** This node's rank for a period: 0 races it at the tick. A sharded job's shards spread by their own rule: every node races. */
   private rankOf(job: Job, at: Date): number {
     const { racers } = this.options;
@@ -475,9 +530,10 @@ export class Scheduler {
    * The second-ranked node's part: STEP_IN_AFTER_MS after the instant, the periods among `jobs` that
    * have no row yet (their first-ranked node is dead, stopping, or has not claimed them) are claimed
    * here, late, as the tick would have (one statement for the check). Those both nodes miss are the
-   * reconciling sweep's.
+   * reconciling sweep's, except just after the start (see unsureOfRacers): then the nodes ranked
+   * further down step in too, rank r at r x STEP_IN_AFTER_MS.
    */
-  private stepIn(at: Date, jobs: Job[]): void {
+  private stepIn(at: Date, jobs: Job[], afterMs = STEP_IN_AFTER_MS): void {
     const timer = setTimeout(() => {
       this.stepIns.delete(timer);
       if (this.stopped) return;
@@ -492,7 +548,7 @@ export class Scheduler {
       }, (err: unknown) => {
         this.options.log.warn({ err: { message: errorMessage(err) } }, 'step-in check failed; the sweep runs the periods nobody claimed');
       }));
-    }, Math.max(0, at.getTime() + STEP_IN_AFTER_MS - this.now().getTime()));
+    }, Math.max(0, at.getTime() + afterMs - this.now().getTime()));
     this.stepIns.add(timer);
   }
 
