@@ -71,6 +71,11 @@ export async function createLockProvider(config: Config, log: Logger): Promise<L
 
 export async function openRuntime(config: Config, log: Logger, events: EventBus = new EventBus(log)): Promise<Runtime> {
   const stores = await openStores(config);
+  const finder = stores.db.finder;
+  if (finder) {
+    finder.log = (level, fields, msg) => log[level](fields, msg);
+    log.info({ storeHost: stores.db.storeHost(), hosts: finder.hosts.length, passedOver: finder.passedOver }, 'store: a host list; writing to the first host that takes writes');
+  }
   const lock = await createLockProvider(config, log).catch(async (err: unknown) => {
     await stores.close().catch(() => {});
     throw err;

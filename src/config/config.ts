@@ -13,12 +13,17 @@ import { isValidTimezone } from '../time/schedule.js';
 import type { Isolation } from '../jobs/types.js';
 import { DEFAULT_MAX_RESULT_BYTES, formatSize } from '../run/outcome.js';
 import { redactUrl } from './redact.js';
+import { parseStoreHosts, StoreUrlError, type StoreHost, type TargetSessionAttrs } from '../store/hosts.js';
 import { redactWebhookUrl } from '../alerts/webhook.js';
 
+/**
+ * `url` is the URL as given (shown with its password redacted). `hosts`: the hosts it lists, in
+ * order (one for a plain URL; absent where a store is made by hand, as in tests: the URL's host).
+ */
 export type StoreConfig =
   | { kind: 'sqlite'; path: string; url: string }
-  | { kind: 'mysql'; url: string }
-  | { kind: 'postgres'; url: string };
+  | { kind: 'mysql'; url: string; hosts?: StoreHost[] }
+  | { kind: 'postgres'; url: string; hosts?: StoreHost[]; targetSessionAttrs?: TargetSessionAttrs };
 
 export interface Config {
   jobsDir: string;
@@ -234,22 +239,19 @@ function parseStore(r: Raw, cwd: string, fail: Fail): StoreConfig {
     const abs = path === ':memory:' ? path : resolve(cwd, path);
     return { kind: 'sqlite', path: abs, url: `sqlite:${abs}` };
   }
-  let url: URL;
+  const scheme = /^([a-z][a-z0-9+.-]*):\/\//i.exec(value)?.[1]?.toLowerCase();
+  const kind = scheme === 'mysql' || scheme === 'mariadb' ? 'mysql' : scheme === 'postgres' || scheme === 'postgresql' ? 'postgres' : null;
+  if (!kind) return fail(r, STORE_EXPECTED, true);
+  let parsed;
   try {
-    url = new URL(value);
-  } catch {
-    return fail(r, STORE_EXPECTED, true);
+    parsed = parseStoreHosts(value, kind);
+  } catch (err) {
+    // One line naming the part (never the password: the value is shown redacted by fail()).
+    if (err instanceof StoreUrlError) return fail(r, `${STORE_EXPECTED}, or several hosts as h1:p1,h2:p2 (${err.message})`, true);
+    throw err;
   }
-  const dbName = url.pathname.replace(/^\//, '');
-  if (url.protocol === 'mysql:' || url.protocol === 'mariadb:') {
-    if (!url.hostname || !dbName) return fail(r, `${STORE_EXPECTED} (host and database are required)`, true);
-    return { kind: 'mysql', url: value.replace(/^mariadb:/, 'mysql:') };
-  }
-  if (url.protocol === 'postgres:' || url.protocol === 'postgresql:') {
-    if (!url.hostname || !dbName) return fail(r, `${STORE_EXPECTED} (host and database are required)`, true);
-    return { kind: 'postgres', url: value };
-  }
-  return fail(r, STORE_EXPECTED, true);
+  if (kind === 'mysql') return { kind, url: value.replace(/^mariadb:/i, 'mysql:'), hosts: parsed.hosts };
+  return { kind, url: value, hosts: parsed.hosts, targetSessionAttrs: parsed.targetSessionAttrs };
 }
 
 function parseRedis(r: Raw, fail: Fail): string[] {

@@ -11,6 +11,7 @@ import type { StoreConfig } from '../config/config.js';
 import { redactText, redactUrl } from '../config/redact.js';
 import { errorMessage, StoreUnavailableError } from '../errors.js';
 import { dialectFor, type Dialect } from './dialect/index.js';
+import { showHost, WriterFinder } from './hosts.js';
 import { MIGRATIONS_TABLE, migrationSource } from './migrations.js';
 
 /** How long a node waits for another node's migration before giving up. */
@@ -100,6 +101,7 @@ export class Database {
    */
   storeHost(): string | null {
     if (this.kind === 'sqlite') return null;
+    if (this.finder) return this.finder.lastWriter ? showHost(this.finder.lastWriter) : null;
     try {
       const u = new URL(this.shownUrl);
       return `${u.hostname}:${u.port || (this.kind === 'mysql' ? '3306' : '5432')}`;
@@ -120,7 +122,7 @@ export class Database {
     return performance.now() - this.lostAt;
   }
 
-  private constructor(dialect: Dialect, knex: Knex, leaseKnex: Knex, shownUrl: string) {
+  private constructor(dialect: Dialect, knex: Knex, leaseKnex: Knex, shownUrl: string, readonly finder: WriterFinder | null) {
     this.kind = dialect.kind;
     this.dialect = dialect;
     this.knex = knex;
@@ -132,7 +134,10 @@ export class Database {
   static async open(config: StoreConfig): Promise<Database> {
     const dialect = dialectFor(config.kind);
     const shown = redactUrl(config.url);
-    const knex = knexFactory(dialect.knexConfig(config));
+    // A URL that lists several hosts: one finder for both pools (see hosts.ts).
+    const hosts = config.kind === 'sqlite' ? undefined : config.hosts;
+    const finder = hosts && hosts.length > 1 && dialect.probeHost ? new WriterFinder(hosts, (h) => dialect.probeHost!(config, h)) : null;
+    const knex = knexFactory(dialect.knexConfig(config, finder ?? undefined));
     try {
       // SQLite: a process opening the file while another switches it to WAL (a fresh file, two nodes
       // started at once) meets "database is locked" from the pragma itself, not from a statement the
@@ -145,13 +150,13 @@ export class Database {
     let leaseKnex = knex;
     if (dialect.kind !== 'sqlite') {
       boundStatements(knex, dialect);
-      const base = dialect.knexConfig(config);
+      const base = dialect.knexConfig(config, finder ?? undefined);
       // Two connections at most, and a short wait for one: a heartbeat that cannot get a connection
       // soon is better tried again (the next beat) than queued.
       leaseKnex = knexFactory({ ...base, pool: { ...base.pool, min: 0, max: 2 }, acquireConnectionTimeout: 1000 });
       boundStatements(leaseKnex, dialect);
     }
-    return new Database(dialect, knex, leaseKnex, shown);
+    return new Database(dialect, knex, leaseKnex, shown, finder);
   }
 
   /**
@@ -195,6 +200,8 @@ export class Database {
     const kind = this.dialect.classify(err);
     if (kind === 'unavailable') {
       this.lostAt = performance.now();
+      // The host may have gone, or stopped taking writes (a failover): the next connection searches the list again.
+      this.finder?.suspect();
       return new StoreUnavailableError(`store ${this.shownUrl} cannot be reached (${what}): ${message}`, { cause: err });
     }
     if (kind === 'transient') return new StoreUnavailableError(`store ${this.shownUrl} failed transiently (${what}): ${message}`, { cause: err, transient: true });

@@ -127,7 +127,7 @@ describe('precedence: defaults < config file < environment < flags', () => {
       },
     });
     expect(c.jobsDir).toBe(join(cwd, 'env-jobs'));
-    expect(c.store).toEqual({ kind: 'mysql', url: 'mysql://app:pw@db.example:3306/app' });
+    expect(c.store).toEqual({ kind: 'mysql', url: 'mysql://app:pw@db.example:3306/app', hosts: [{ host: 'db.example', port: 3306 }] });
     expect(c.redis).toEqual(['redis://r1:6379', 'redis://r2:6379', 'redis://r3:6379']);
     expect(c.nodeId).toBe('env-node');
     expect(c.timezone).toBe('America/New_York');
@@ -150,7 +150,7 @@ describe('precedence: defaults < config file < environment < flags', () => {
     });
     expect(c.timezone).toBe('Asia/Shanghai');
     expect(c.logLevel).toBe('error');
-    expect(c.store).toEqual({ kind: 'postgres', url: 'postgres://u:pw@pg:5432/cron' });
+    expect(c.store).toEqual({ kind: 'postgres', url: 'postgres://u:pw@pg:5432/cron', hosts: [{ host: 'pg', port: 5432 }], targetSessionAttrs: 'any' });
     expect(c.jobsDir).toBe('/abs/jobs');
     expect(c.nodeId).toBe('flag-node');
     expect(c.redis).toEqual(['redis://flag:6379']);
@@ -168,7 +168,7 @@ describe('precedence: defaults < config file < environment < flags', () => {
     expect(loadConfig({ cwd, env: { SCHEDULER_STORE: 'sqlite:/var/lib/s.db' } }).store).toMatchObject({ kind: 'sqlite', path: '/var/lib/s.db' });
     expect(loadConfig({ cwd, env: { SCHEDULER_STORE: 'sqlite:///var/lib/s.db' } }).store).toMatchObject({ kind: 'sqlite', path: '/var/lib/s.db' });
     expect(loadConfig({ cwd, env: { SCHEDULER_STORE: 'sqlite::memory:' } }).store).toMatchObject({ kind: 'sqlite', path: ':memory:' });
-    expect(loadConfig({ cwd, env: { SCHEDULER_STORE: 'mariadb://u:p@h:3306/d' } }).store).toEqual({ kind: 'mysql', url: 'mysql://u:p@h:3306/d' });
+    expect(loadConfig({ cwd, env: { SCHEDULER_STORE: 'mariadb://u:p@h:3306/d' } }).store).toEqual({ kind: 'mysql', url: 'mysql://u:p@h:3306/d', hosts: [{ host: 'h', port: 3306 }] });
     expect(loadConfig({ cwd, env: { SCHEDULER_STORE: 'postgresql://u@h/d' } }).store).toMatchObject({ kind: 'postgres' });
   });
 

@@ -4,6 +4,7 @@ import { createRequire } from 'node:module';
 import { hostname } from 'node:os';
 import type { Knex } from 'knex';
 import type { StoreConfig } from '../../config/config.js';
+import { parseStoreHosts, showHost, type StoreHost, type WriterFinder } from '../hosts.js';
 import { redactText } from '../../config/redact.js';
 import { errorMessage } from '../../errors.js';
 import { QUIET_KNEX_LOG, isSocketError, pollUntil, sessionLocks, type Dialect, type ErrorClass, type RowValues } from './types.js';
@@ -152,6 +153,11 @@ function galeraLocks(nowMs: string): Pick<Dialect, 'withAdvisoryLock' | 'tryAdvi
       return holding(knex, name, holder, fn);
     },
   };
+}
+
+/** The store URL with its host list replaced by one host (user, password, database and parameters kept). */
+function hostUri(url: string, host: StoreHost): string {
+  return url.replace(/^([a-z][a-z0-9+.-]*:\/\/(?:[^/?#]*@)?)[^/?#]*/i, `$1${showHost(host)}`);
 }
 
 /** One host of a MySQL/MariaDB host list. */
@@ -402,15 +408,29 @@ export function mysqlDialect(): Dialect {
   return {
     kind: 'mysql',
 
-    knexConfig(config: StoreConfig): Knex.Config {
+    knexConfig(config: StoreConfig, finder?: WriterFinder): Knex.Config {
+      const options = { timezone: 'Z', connectTimeout: 5000, supportBigNumbers: true, bigNumberStrings: false };
       return {
         log: QUIET_KNEX_LOG,
         client: 'mysql2',
-        connection: { uri: config.url, timezone: 'Z', connectTimeout: 5000, supportBigNumbers: true, bigNumberStrings: false } as Knex.MySql2ConnectionConfig & { uri: string },
+        // A host list: each new connection to the host the finder names (see hosts.ts); the ones
+        // made before it suspected that host are not lent again.
+        connection: finder
+          ? async () => {
+            const host = await finder.writer();
+            const generation = finder.generation;
+            return { ...options, uri: hostUri(config.url, host), expirationChecker: () => finder.current === null || finder.generation !== generation } as unknown as Knex.MySql2ConnectionConfig;
+          }
+          : { uri: config.url, ...options } as Knex.MySql2ConnectionConfig & { uri: string },
         // (The clock expression below does not depend on the session's zone either.)
         pool: { min: 0, max: 4, afterCreate: setUpSession },
         acquireConnectionTimeout: 10_000,
       };
+    },
+
+    async probeHost(config, host) {
+      const u = parseStoreHosts(config.url, 'mysql');
+      return probeMysqlHost(host, { user: u.user, password: u.password, database: u.database });
     },
 
     async init(knex) {

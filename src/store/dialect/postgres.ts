@@ -3,6 +3,9 @@ import { createRequire } from 'node:module';
 import type { Knex } from 'knex';
 import type pgModule from 'pg';
 import type { StoreConfig } from '../../config/config.js';
+import { redactText } from '../../config/redact.js';
+import { errorMessage } from '../../errors.js';
+import type { StoreHost, WriterFinder } from '../hosts.js';
 import { QUIET_KNEX_LOG, isSocketError, sessionLocks, type Dialect, type ErrorClass, onConflictDoNothing } from './types.js';
 
 /**
@@ -16,9 +19,32 @@ function loadPg(): void {
   pgLoaded = true;
 }
 
+/** A probe of one host of a list: connect and one query, each bounded by this. */
+const PROBE_TIMEOUT_MS = 3000;
+
+/** The store URL with its host list replaced by `host` (pg takes one host: user, password, database and parameters kept). */
+function hostUrl(url: string, host: StoreHost): string {
+  const shown = host.host.includes(':') ? `[${host.host}]:${host.port}` : `${host.host}:${host.port}`;
+  return url.replace(/^([a-z][a-z0-9+.-]*:\/\/(?:[^/?#]*@)?)[^/?#]*/i, `$1${shown}`).replace(/([?&])target_session_attrs=[^&]*&?/, '$1').replace(/[?&]$/, '');
+}
+
+/**
+ * knex's connection provider for a host list: each new connection goes to the writer the finder
+ * names; once it suspects that host (an error of the kind a failover gives), the connections made
+ * before are not lent again (their expiry) and the next one goes where the next search says.
+ */
+function writerConnection(config: StoreConfig, finder: WriterFinder): () => Promise<Knex.PgConnectionConfig & { expirationChecker: () => boolean }> {
+  return async () => {
+    const host = await finder.writer();
+    const generation = finder.generation;
+    return { connectionString: hostUrl(config.url, host), connectionTimeoutMillis: 5000, expirationChecker: () => finder.current === null || finder.generation !== generation };
+  };
+}
+
 /** SQLSTATE classes and codes: https://www.postgresql.org/docs/current/errcodes-appendix.html */
-const TRANSIENT = new Set(['40001', '40P01', '25006', '55P03', '57014', '53200', '53400']);
-const UNAVAILABLE = new Set(['57P01', '57P02', '57P03', '53300', '28P01', '28000', '3D000', '08000', '08001', '08003', '08004', '08006', '08P01']);
+// 25006 (read-only transaction): this host is no longer the primary (a failover); the next host of a list may be.
+const TRANSIENT = new Set(['40001', '40P01', '55P03', '57014', '53200', '53400']);
+const UNAVAILABLE = new Set(['25006', '57P01', '57P02', '57P03', '53300', '28P01', '28000', '3D000', '08000', '08001', '08003', '08004', '08006', '08P01']);
 /**
  * pg's own errors for a client whose connection is gone, with no SQLSTATE: a backend terminated
  * (pg_terminate_backend, idle_session_timeout, a restart) while the connection sat idle is reported
@@ -34,7 +60,8 @@ const LOST_CONNECTION = /is not queryable|Connection terminated/i;
 const MESSAGE_CLASSES: Array<[RegExp, ErrorClass]> = [
   [/duplicate key value violates unique constraint/, 'duplicate'],
   [/permission denied for /, 'privilege'],
-  [/deadlock detected|could not serialize access|canceling statement due to (lock|statement) timeout|in a read-only transaction/, 'transient'],
+  [/deadlock detected|could not serialize access|canceling statement due to (lock|statement) timeout/, 'transient'],
+  [/in a read-only transaction/, 'unavailable'],
 ];
 
 /** Advisory lock keys: a name hashed to a signed 32-bit integer (the two-key form keeps 0x5c4ed as our namespace). */
@@ -57,12 +84,12 @@ async function unlock(knex: Knex, conn: unknown, name: string): Promise<void> {
 export const postgresDialect: Dialect = {
   kind: 'postgres',
 
-  knexConfig(config: StoreConfig): Knex.Config {
+  knexConfig(config: StoreConfig, finder?: WriterFinder): Knex.Config {
     loadPg();
     return {
       log: QUIET_KNEX_LOG,
       client: 'pg',
-      connection: { connectionString: config.url, connectionTimeoutMillis: 5000 },
+      connection: finder ? writerConnection(config, finder) : { connectionString: config.url, connectionTimeoutMillis: 5000 },
       pool: { min: 0, max: 4 },
       acquireConnectionTimeout: 10_000,
     };
@@ -70,6 +97,30 @@ export const postgresDialect: Dialect = {
 
   async init(knex) {
     await knex.raw('select 1 as ok');
+  },
+
+  async probeHost(config, host) {
+    const pg = createRequire(import.meta.url)('pg') as typeof pgModule;
+    const attrs = config.kind === 'postgres' ? config.targetSessionAttrs ?? 'any' : 'any';
+    const client = new pg.Client({ connectionString: hostUrl(config.url, host), connectionTimeoutMillis: PROBE_TIMEOUT_MS, statement_timeout: PROBE_TIMEOUT_MS, query_timeout: PROBE_TIMEOUT_MS });
+    // A connection that fails after connect (the server goes away under it) must not crash the process.
+    client.on('error', () => {});
+    try {
+      await client.connect();
+    } catch (err) {
+      return `down: ${redactText(errorMessage(err))}`;
+    }
+    try {
+      if (attrs === 'any') return null;
+      const { rows } = await client.query<{ recovery: boolean; ro: string }>("SELECT pg_is_in_recovery() AS recovery, current_setting('transaction_read_only') AS ro");
+      if (rows[0]?.recovery) return 'in recovery (a standby)';
+      if (attrs === 'read-write' && rows[0]?.ro === 'on') return 'read-only (default_transaction_read_only = on)';
+      return null;
+    } catch (err) {
+      return `does not answer: ${redactText(errorMessage(err))}`;
+    } finally {
+      void client.end().catch(() => {});
+    }
   },
 
   nowMs: 'CAST(FLOOR(EXTRACT(EPOCH FROM clock_timestamp()) * 1000) AS BIGINT)',

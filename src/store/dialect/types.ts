@@ -6,6 +6,7 @@
  */
 import type { Knex } from 'knex';
 import type { StoreConfig } from '../../config/config.js';
+import type { StoreHost, WriterFinder } from '../hosts.js';
 
 export type StoreKind = StoreConfig['kind'];
 
@@ -23,8 +24,14 @@ export type RowValues = Record<string, Knex.Value | Knex.Raw>;
 
 export interface Dialect {
   readonly kind: StoreKind;
-  /** knex settings for this database (pool, session set-up such as a UTC session zone). */
-  knexConfig(config: StoreConfig): Knex.Config;
+  /**
+   * knex settings for this database (pool, session set-up such as a UTC session zone). With
+   * `finder` (a URL that lists several hosts), each new connection goes to the host it names, and
+   * the connections made before it moved to another host are not lent again.
+   */
+  knexConfig(config: StoreConfig, finder?: WriterFinder): Knex.Config;
+  /** Why `host` cannot take writes now, or null when it can (a connection of its own, closed after): for a host list. */
+  probeHost?(config: StoreConfig, host: StoreHost): Promise<string | null>;
   /** After the first connection: reads what the server supports (e.g. MariaDB's RETURNING). */
   init(knex: Knex): Promise<void>;
   /** An SQL expression: the store's clock in epoch milliseconds, UTC whatever the session's zone. */
@@ -71,7 +78,7 @@ export interface Dialect {
 }
 
 /** Connection-level failures every Node driver reports the same way. */
-const SOCKET_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EPIPE', 'EAI_AGAIN']);
+const SOCKET_CODES = new Set(['E_NO_WRITER', 'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EPIPE', 'EAI_AGAIN']);
 
 export function isSocketError(err: unknown): boolean {
   const e = err as { code?: string; name?: string; message?: string } | undefined;
