@@ -155,6 +155,13 @@ function galeraLocks(nowMs: string): Pick<Dialect, 'withAdvisoryLock' | 'tryAdvi
   };
 }
 
+/** A pooled connection is to the host a host list writes to now (or last, while it searches). */
+function onWriter(conn: unknown, finder: WriterFinder): boolean {
+  const writer = finder.current ?? finder.lastWriter;
+  const c = (conn as { config?: { host?: string; port?: number } } | null)?.config;
+  return writer !== null && String(c?.host ?? '').replace(/^\[(.*)\]$/, '$1') === writer.host && Number(c?.port) === writer.port;
+}
+
 /** The store URL with its host list replaced by one host (user, password, database and parameters kept). */
 function hostUri(url: string, host: StoreHost): string {
   return url.replace(/^([a-z][a-z0-9+.-]*:\/\/(?:[^/?#]*@)?)[^/?#]*/i, `$1${showHost(host)}`);
@@ -423,7 +430,11 @@ export function mysqlDialect(): Dialect {
           }
           : { uri: config.url, ...options } as Knex.MySql2ConnectionConfig & { uri: string },
         // (The clock expression below does not depend on the session's zone either.)
-        pool: { min: 0, max: 4, afterCreate: setUpSession },
+        // With a host list, a pooled connection is lent only while its host is the writer: knex's expiry
+        // check refuses one connection per change of host and then lends the others again, which
+        // for a partitioned Galera node (alive, answering 1047) or a demoted primary failed a
+        // statement on each of them in turn.
+        pool: { min: 0, max: 4, afterCreate: setUpSession, ...(finder ? { validate: (conn: unknown) => onWriter(conn, finder) } : {}) },
         acquireConnectionTimeout: 10_000,
       };
     },
