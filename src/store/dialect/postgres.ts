@@ -41,6 +41,14 @@ function writerConnection(config: StoreConfig, finder: WriterFinder): () => Prom
   };
 }
 
+/** A pooled pg client is to the host the list writes to now (or last, while it searches). */
+function onWriter(conn: unknown, finder: WriterFinder): boolean {
+  const writer = finder.current ?? finder.lastWriter;
+  const c = conn as { host?: string; port?: number; connectionParameters?: { host?: string; port?: number } } | null;
+  const host = String(c?.connectionParameters?.host ?? c?.host ?? '').replace(/^\[(.*)\]$/, '$1');
+  return writer !== null && host === writer.host && Number(c?.connectionParameters?.port ?? c?.port) === writer.port;
+}
+
 /** SQLSTATE classes and codes: https://www.postgresql.org/docs/current/errcodes-appendix.html */
 // 25006 (read-only transaction): this host is no longer the primary (a failover); the next host of a list may be.
 const TRANSIENT = new Set(['40001', '40P01', '55P03', '57014', '53200', '53400']);
@@ -90,7 +98,9 @@ export const postgresDialect: Dialect = {
       log: QUIET_KNEX_LOG,
       client: 'pg',
       connection: finder ? writerConnection(config, finder) : { connectionString: config.url, connectionTimeoutMillis: 5000 },
-      pool: { min: 0, max: 4 },
+      // With a host list, a pooled connection is lent only while its host is the writer (knex's
+      // expiry check alone refuses one connection per change of host and lends the others again).
+      pool: { min: 0, max: 4, ...(finder ? { validate: (conn: unknown) => onWriter(conn, finder) } : {}) },
       acquireConnectionTimeout: 10_000,
     };
   },
