@@ -146,6 +146,10 @@ export class Scheduler {
   private startedAtMono = -Infinity;
   private lastPulse: number | null = null;
   private storeError: string | null = null;
+  /** The store's writer host at the last sweep that reached it (null on SQLite). */
+  private storeHostSeen: string | null = null;
+  /** The read-back of recent outcomes after the store moved, awaited by the next reconcile. */
+  private readBack: Promise<void> | null = null;
   private redisState: QuorumState = 'none';
   private clockOffsetMs = 0;
   /** The longest lockTtl of any job scheduled since start (a removed job's run may still be in flight at shutdown). */
@@ -312,6 +316,16 @@ export class Scheduler {
         this.storeDown = true;
         return;
       }
+      const { executor } = this.options;
+      executor.storeAnswered();
+      const host = this.options.store.storeHost();
+      // The store may have moved: the outcomes written lately are read back (a promoted asynchronous
+      // replica can lack them) before the catch-up looks for periods without a row.
+      let moved: string | null = null;
+      if (this.storeDown) moved = 'the store answered again after an outage';
+      else if (host !== null && this.storeHostSeen !== null && host !== this.storeHostSeen) moved = `the store's writer moved from ${this.storeHostSeen} to ${host}`;
+      this.storeHostSeen = host ?? this.storeHostSeen;
+      if (moved) this.readBack = executor.verifySettled(moved);
       if (this.storeDown) {
         this.storeDown = false;
         this.storeError = null;
@@ -331,6 +345,7 @@ export class Scheduler {
       const part = this.reconcileNow(jobs, slices);
       this.track((async () => {
         try {
+          await this.readBack;
           const result = await reconciler.reconcile(part, { upTo: new Date(now.getTime() - RECONCILE_MARGIN_MS), now });
           for (const p of result.ran) this.track(p);
           await reconciler.flush();

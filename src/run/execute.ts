@@ -19,6 +19,7 @@ import { DEFAULT_MAX_RESULT_BYTES } from './outcome.js';
 import { noEvents, type SchedulerObserver } from '../events/events.js';
 import { checkOnRead, monotonicMs } from './lease-proof.js';
 import type { PauseSource } from '../claim/claim.js';
+import { SettledLedger, type SettledAttempt } from './settled.js';
 
 export interface AttemptResult {
   job: string;
@@ -121,6 +122,10 @@ export class Executor {
   private writeDeadline = Infinity;
   private watchdog: LoopWatchdog | undefined;
   private readonly events: SchedulerObserver;
+  /** The outcomes written lately, checked again when the store may have moved (see SettledLedger). */
+  private readonly settled = new SettledLedger();
+  private verifying: Promise<void> | null = null;
+  private verifyAgain: string | null = null;
 
   constructor(
     private readonly store: RunStore,
@@ -545,6 +550,9 @@ export class Executor {
         // Refused: the row was taken over, or is gone (then written back, and the outcome with it;
         // a heartbeat in flight may have written it back meanwhile).
         if (!ended.written && (run.id !== sentId || (!restored && (restored = await this.restoreLostRow(job, run, log))))) continue;
+        if (ended.written) {
+          this.settled.add({ run, outcome: attempt, bodyStarted, bodyEnded, writtenAt: performance.now(), leaseMs: job.lockTtlMs, policy });
+        }
         if (!ended.written) log.warn({ status: outcome.status }, 'outcome not recorded: the attempt is no longer this node\'s');
         return ended;
       } catch (err) {
@@ -572,6 +580,103 @@ export class Executor {
     }
   }
 
+  /** The store answered (a sweep went through): outcomes older than the ledger's window before now go. */
+  storeAnswered(): void {
+    this.settled.prune(performance.now());
+  }
+
+  /** How many written outcomes this node keeps for a write-back. */
+  get settledKept(): number {
+    return this.settled.size;
+  }
+
+  /**
+   * The store may have moved (it answered again after an outage, its writer host changed, a row of
+   * this node's was found gone): reads back the periods of the outcomes written lately and writes
+   * each one the store no longer has again, with its outcome. Resolves when that is done (a call
+   * meanwhile runs once more after it); never throws.
+   */
+  verifySettled(why: string): Promise<void> {
+    if (this.verifying) {
+      this.verifyAgain = why;
+      return this.verifying;
+    }
+    this.verifying = (async () => {
+      let reason: string | null = why;
+      while (reason !== null) {
+        this.verifyAgain = null;
+        try {
+          await this.writeBackLost(reason);
+        } catch (err) {
+          this.log.warn({ err: { message: errorMessage(err) } }, 'could not read back the outcomes written before the store moved; trying again at its next change');
+        }
+        reason = this.verifyAgain;
+      }
+    })().finally(() => {
+      this.verifying = null;
+    });
+    return this.verifying;
+  }
+
+  private async writeBackLost(why: string): Promise<void> {
+    const entries = this.settled.list().filter((e) => !e.settledElsewhere);
+    if (entries.length === 0) return;
+    // One range read per job (100 jobs a statement): the instants that still have a row.
+    const spans = new Map<string, { fromMs: number; toMs: number }>();
+    for (const e of entries) {
+      const at = e.run.scheduledAt.getTime();
+      const s = spans.get(e.run.job);
+      if (!s) spans.set(e.run.job, { fromMs: at, toMs: at });
+      else {
+        s.fromMs = Math.min(s.fromMs, at);
+        s.toMs = Math.max(s.toMs, at);
+      }
+    }
+    // The instants with a row of this node's (of shard 0: a sharded job's other shards are read exactly below).
+    const withRows = await this.store.rowsInRanges([...spans].map(([job, s]) => ({ job, ...s, shards: 1, nodeId: this.nodeId })));
+    const candidates = entries.filter((e) => e.run.shard !== 0 || !withRows.get(e.run.job)?.has(e.run.scheduledAt.getTime()));
+    let lost = 0;
+    let restored = 0;
+    for (const e of candidates) {
+      const outcome = await this.writeBack(e);
+      if (outcome !== 'present') lost++;
+      if (outcome === 'restored') restored++;
+    }
+    this.log.info({ checked: entries.length, lost, restored, why }, lost > 0
+      ? 'outcomes written before the store moved read back: some were lost and written again'
+      : 'outcomes written before the store moved read back: none lost');
+  }
+
+  /** One kept outcome whose period showed no row: read exactly, and written again when it is gone. */
+  private async writeBack(e: SettledAttempt): Promise<'present' | 'restored' | 'elsewhere'> {
+    const { run } = e;
+    const rows = await this.store.periodRuns(run.job, run.scheduledAt, run.shard);
+    if (rows.some((r) => r.attempt === run.attempt && r.nodeId === this.nodeId)) return 'present';
+    const log = this.log.child({ job: run.job, period: run.periodKey, attempt: run.attempt, ...(run.shard > 0 ? { shard: run.shard } : {}) });
+    let back: RunRecord | null = null;
+    if (!rows.some((r) => r.attempt >= run.attempt)) {
+      const inserted = await this.store.insertRun({
+        job: run.job, scheduledAt: run.scheduledAt, periodKey: run.periodKey, shard: run.shard, attempt: run.attempt, trigger: run.trigger, nodeId: this.nodeId, leaseMs: e.leaseMs,
+      });
+      if (inserted.outcome === 'inserted') {
+        const now = performance.now();
+        const ended = await this.store.endAttempt(inserted.run, this.nodeId, { ...e.outcome, bodyMsAgo: { started: now - e.bodyStarted, ended: now - e.bodyEnded } }, e.policy);
+        if (ended.written) back = inserted.run;
+      }
+    }
+    if (back) {
+      log.error({ lostRunId: run.id, runId: back.id, status: e.outcome.status },
+        'the store lost this finished attempt\'s row (most likely a failover to a replica that had not received it: asynchronous replication); written back by this node with its outcome');
+      e.run = { ...e.run, id: back.id };
+    } else {
+      e.settledElsewhere = true;
+      log.error({ lostRunId: run.id, rows: rows.map((r) => `${r.attempt} ${r.status} ${r.nodeId}`) },
+        'the store lost this finished attempt\'s row (most likely a failover to a replica that had not received it: asynchronous replication); not written back: the period has another row of this attempt or a later one (it may have run again)');
+    }
+    this.events.emit({ type: 'row-lost', job: run.job, periodKey: run.periodKey, scheduledAt: run.scheduledAt, ...(run.shard > 0 ? { shard: run.shard } : {}), attempt: run.attempt, runId: run.id, restored: back !== null });
+    return back ? 'restored' : 'elsewhere';
+  }
+
   /**
    * The attempt's row was not found where this node left it (a heartbeat or the outcome write matched
    * nothing). Taken over by another node: nothing to do. Gone: the store lost it, most likely by
@@ -594,6 +699,8 @@ export class Executor {
       ? 'the store lost this attempt\'s row (most likely a failover to a replica that had not received it: asynchronous replication); written back by this node'
       : 'the store lost this attempt\'s row (most likely a failover to a replica that had not received it: asynchronous replication); not written back: the period has a row of this attempt again');
     this.events.emit({ type: 'row-lost', job: run.job, periodKey: run.periodKey, scheduledAt: run.scheduledAt, ...(run.shard > 0 ? { shard: run.shard } : {}), attempt: run.attempt, runId: run.id, restored: back !== null });
+    // Its neighbours written lately may be gone too.
+    void this.verifySettled('a row of an attempt in flight was found gone');
     if (!back) return false;
     // The attempt goes on under its new row: the same object, so that every holder of it follows.
     const entry = this.inFlight.get(run.id);

@@ -840,7 +840,10 @@ export class KnexRunStore implements RunStore {
       // had more, are not counted).
       const rows = await this.wrap('read periods', () => this.table().select('job', 'scheduled_at').countDistinct({ n: 'shard' }).where((q) => {
         for (const r of chunk) {
-          q.orWhere((w) => w.where('job', r.job).andWhere('scheduled_at', '>=', r.fromMs).andWhere('scheduled_at', '<=', r.toMs).andWhere('shard', '<', Math.max(1, r.shards ?? 1)));
+          q.orWhere((w) => {
+            w.where('job', r.job).andWhere('scheduled_at', '>=', r.fromMs).andWhere('scheduled_at', '<=', r.toMs).andWhere('shard', '<', Math.max(1, r.shards ?? 1));
+            if (r.nodeId !== undefined) w.andWhere('node_id', r.nodeId);
+          });
         }
       }).groupBy('job', 'scheduled_at'));
       for (const r of rows as Array<{ job: string; scheduled_at: number | string; n: number | string }>) {

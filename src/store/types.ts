@@ -142,6 +142,8 @@ export interface PeriodRange {
   toMs: number;
   /** The job's shards (default 1): a period counts as having rows when each shard 0..shards-1 has one. */
   shards?: number;
+  /** Only rows of this node count (a node reading back what it wrote). */
+  nodeId?: string;
 }
 
 export interface PruneOptions {

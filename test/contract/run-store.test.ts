@@ -1166,6 +1166,17 @@ export function describeRunStore(backend: Backend): void {
       expect((await store.rowsInRanges([])).size).toBe(0);
     });
 
+    it('rowsInRanges with nodeId: only that node\'s rows count (a node reading back what it wrote)', async () => {
+      const job = `rir-node-${uid()}`;
+      await inserted(store, newRun(job, new Date(BASE)));
+      await inserted(store, newRun(job, new Date(BASE + MINUTE), { nodeId: 'node-b' }));
+      const range = { job, fromMs: BASE, toMs: BASE + MINUTE };
+      expect([...(await store.rowsInRanges([{ ...range, nodeId: 'node-a' }])).get(job)!]).toEqual([BASE]);
+      expect([...(await store.rowsInRanges([{ ...range, nodeId: 'node-b' }])).get(job)!]).toEqual([BASE + MINUTE]);
+      expect((await store.rowsInRanges([{ ...range, nodeId: 'node-c' }])).get(job)).toBeUndefined();
+      expect([...(await store.rowsInRanges([range])).get(job)!].sort((x, y) => x - y)).toEqual([BASE, BASE + MINUTE]);
+    });
+
     it('shards: one row per (period, shard, attempt); periodRuns and periodShards per shard; rowsInRanges counts a period once each shard has a row', async () => {
       const job = `shard-${uid()}`;
       const p0 = new Date(BASE);

@@ -73,3 +73,55 @@ describe('an attempt whose row the store lost', () => {
     expect(events.filter((e) => e.type === 'row-lost')).toMatchObject([{ job: 'lost-outcome', restored: true }]);
   });
 });
+
+describe('a finished attempt whose row the store lost (written before the failover, forgotten by the store after it)', () => {
+  it('the read-back after the store moved writes it again with its outcome and its times, once; rows still there are left alone', async () => {
+    const events: SchedulerEvent[] = [];
+    const executor = new Executor(real, 'n1', pino({ level: 'silent' }), { events: { emit: (e: SchedulerEvent) => events.push(e) } });
+    const job = (name: string, result: unknown) => ({ name, timeoutMs: null, lockTtlMs: 30_000, retries: 0, retryDelayMs: 1000, run: async () => { await sleep(50); return result; } }) as unknown as Job;
+    const at = (s: number) => new Date(Date.UTC(2026, 0, 2, 0, 0, s));
+    const runs = [];
+    for (const [name, s] of [['fin-a', 1], ['fin-a', 2], ['fin-b', 1]] as const) {
+      const inserted = await real.insertRun({ job: name, scheduledAt: at(s), periodKey: `${name}@${at(s).toISOString()}`, attempt: 1, trigger: 'schedule', nodeId: 'n1', leaseMs: 30_000 });
+      if (inserted.outcome !== 'inserted') throw new Error('setup: the row was not inserted');
+      const result = await executor.execute(job(name, { n: s }), inserted.run, null);
+      expect(result.status).toBe('succeeded');
+      runs.push(inserted.run);
+    }
+    const before = await real.periodRuns('fin-a', at(2));
+    // The "failover": two of the three rows are gone.
+    expect(await side(RUNS_TABLE).whereIn('id', [Number(runs[1]!.id), Number(runs[2]!.id)]).delete()).toBe(2);
+    await executor.verifySettled('test: the store moved');
+    const a2 = await real.periodRuns('fin-a', at(2));
+    expect(a2.map((r) => [r.attempt, r.status, r.nodeId, r.result])).toEqual([[1, 'succeeded', 'n1', { n: 2 }]]);
+    // The body's own times, not the write-back's: within the clock's rounding of the first row's.
+    expect(Math.abs(a2[0]!.startedAt.getTime() - before[0]!.startedAt.getTime())).toBeLessThan(1000);
+    expect((await real.periodRuns('fin-b', at(1))).map((r) => [r.attempt, r.status])).toEqual([[1, 'succeeded']]);
+    expect((await real.periodRuns('fin-a', at(1))).map((r) => r.id)).toEqual([runs[0]!.id]);
+    expect(events.filter((e) => e.type === 'row-lost').map((e) => [e.job, e.periodKey, (e as { restored: boolean }).restored]).sort()).toEqual([
+      ['fin-a', `fin-a@${at(2).toISOString()}`, true], ['fin-b', `fin-b@${at(1).toISOString()}`, true],
+    ]);
+    // A second read-back finds nothing missing and writes nothing.
+    await executor.verifySettled('test: again');
+    expect(events.filter((e) => e.type === 'row-lost')).toHaveLength(2);
+    expect(await real.periodRuns('fin-a', at(2))).toHaveLength(1);
+  });
+
+  it('a period another node claimed again meanwhile is reported, not written over', async () => {
+    const events: SchedulerEvent[] = [];
+    const executor = new Executor(real, 'n1', pino({ level: 'silent' }), { events: { emit: (e: SchedulerEvent) => events.push(e) } });
+    const at = new Date(Date.UTC(2026, 0, 3));
+    const key = `fin-c@${at.toISOString()}`;
+    const inserted = await real.insertRun({ job: 'fin-c', scheduledAt: at, periodKey: key, attempt: 1, trigger: 'schedule', nodeId: 'n1', leaseMs: 30_000 });
+    if (inserted.outcome !== 'inserted') throw new Error('setup');
+    await executor.execute({ name: 'fin-c', timeoutMs: null, lockTtlMs: 30_000, retries: 0, retryDelayMs: 1000, run: async () => undefined } as unknown as Job, inserted.run, null);
+    await side(RUNS_TABLE).where({ id: Number(inserted.run.id) }).delete();
+    const other = await real.insertRun({ job: 'fin-c', scheduledAt: at, periodKey: key, attempt: 1, trigger: 'catch-up', nodeId: 'n2', leaseMs: 30_000 });
+    expect(other.outcome).toBe('inserted');
+    await executor.verifySettled('test');
+    expect((await real.periodRuns('fin-c', at)).map((r) => [r.attempt, r.nodeId, r.status])).toEqual([[1, 'n2', 'running']]);
+    expect(events.filter((e) => e.type === 'row-lost')).toMatchObject([{ job: 'fin-c', restored: false }]);
+    await executor.verifySettled('test: again');
+    expect(events.filter((e) => e.type === 'row-lost'), 'said once').toHaveLength(1);
+  });
+});
