@@ -47,8 +47,9 @@ export type SchedulerEvent =
   /** This node's attempt lost its lease (self-fenced, row taken, another holder's majority). */
   | (PeriodRef & { type: 'lease-lost'; attempt: number; runId: string; cause: string })
   /**
-   * The store no longer has this node's attempt row (found by a heartbeat or the outcome write): a
-   * failover to a replica that had not received it. `restored`: written back by this node.
+   * The store no longer has this node's attempt row, or no longer its outcome (found by a heartbeat,
+   * the outcome write, or the read-back of recent outcomes after the store moved): a failover to a
+   * replica that had not received it. `restored`: written back by this node.
    */
   | (PeriodRef & { type: 'row-lost'; attempt: number; runId: string; restored: boolean })
   /** A ctx.once call of a body on this node: fn ran and its result was stored (executed) or it failed, a stored result was replayed, or the caller gave up waiting (in_progress). */

@@ -632,8 +632,9 @@ export class Executor {
         s.toMs = Math.max(s.toMs, at);
       }
     }
-    // The instants with a row of this node's (of shard 0: a sharded job's other shards are read exactly below).
-    const withRows = await this.store.rowsInRanges([...spans].map(([job, s]) => ({ job, ...s, shards: 1, nodeId: this.nodeId })));
+    // The instants with an outcome of this node's (of shard 0: a sharded job's other shards are read
+    // exactly below). A row left running lost its outcome write: a candidate too.
+    const withRows = await this.store.rowsInRanges([...spans].map(([job, s]) => ({ job, ...s, shards: 1, nodeId: this.nodeId, finalOnly: true })));
     const candidates = entries.filter((e) => e.run.shard !== 0 || !withRows.get(e.run.job)?.has(e.run.scheduledAt.getTime()));
     let lost = 0;
     let restored = 0;
@@ -651,16 +652,33 @@ export class Executor {
   private async writeBack(e: SettledAttempt): Promise<'present' | 'restored' | 'elsewhere'> {
     const { run } = e;
     const rows = await this.store.periodRuns(run.job, run.scheduledAt, run.shard);
-    if (rows.some((r) => r.attempt === run.attempt && r.nodeId === this.nodeId)) return 'present';
-    const log = this.log.child({ job: run.job, period: run.periodKey, attempt: run.attempt, ...(run.shard > 0 ? { shard: run.shard } : {}) });
+    const mine = rows.find((r) => r.attempt === run.attempt && r.nodeId === this.nodeId);
+    if (mine && mine.status !== 'running' && mine.status !== 'pending') return 'present';
+    // Held by this node in flight again (a retry of it): its own outcome write will land.
+    if (mine && this.inFlight.has(mine.id)) return 'present';
+    const log = this.log.child({ job: run.job, periodKey: run.periodKey, attempt: run.attempt, ...(run.shard > 0 ? { shard: run.shard } : {}) });
+    const now = () => performance.now();
+    const outcome = () => ({ ...e.outcome, bodyMsAgo: { started: now() - e.bodyStarted, ended: now() - e.bodyEnded } });
+    if (mine?.status === 'running') {
+      // The claim survived, the outcome did not: written again on the row (conditional on it still
+      // being this node's and running, as every outcome write is).
+      const ended = await this.store.endAttempt(mine, this.nodeId, outcome(), e.policy);
+      if (ended.written) {
+        log.error({ runId: mine.id, status: e.outcome.status },
+          'the store lost this finished attempt\'s outcome (most likely a failover to a replica that had not received it: asynchronous replication); its outcome written back by this node');
+        e.run = { ...e.run, id: mine.id };
+        this.events.emit({ type: 'row-lost', job: run.job, periodKey: run.periodKey, scheduledAt: run.scheduledAt, ...(run.shard > 0 ? { shard: run.shard } : {}), attempt: run.attempt, runId: run.id, restored: true });
+        return 'restored';
+      }
+      return 'present';
+    }
     let back: RunRecord | null = null;
     if (!rows.some((r) => r.attempt >= run.attempt)) {
       const inserted = await this.store.insertRun({
         job: run.job, scheduledAt: run.scheduledAt, periodKey: run.periodKey, shard: run.shard, attempt: run.attempt, trigger: run.trigger, nodeId: this.nodeId, leaseMs: e.leaseMs,
       });
       if (inserted.outcome === 'inserted') {
-        const now = performance.now();
-        const ended = await this.store.endAttempt(inserted.run, this.nodeId, { ...e.outcome, bodyMsAgo: { started: now - e.bodyStarted, ended: now - e.bodyEnded } }, e.policy);
+        const ended = await this.store.endAttempt(inserted.run, this.nodeId, outcome(), e.policy);
         if (ended.written) back = inserted.run;
       }
     }

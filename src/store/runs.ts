@@ -843,6 +843,7 @@ export class KnexRunStore implements RunStore {
           q.orWhere((w) => {
             w.where('job', r.job).andWhere('scheduled_at', '>=', r.fromMs).andWhere('scheduled_at', '<=', r.toMs).andWhere('shard', '<', Math.max(1, r.shards ?? 1));
             if (r.nodeId !== undefined) w.andWhere('node_id', r.nodeId);
+            if (r.finalOnly) w.whereNotIn('status', ['running', 'pending']);
           });
         }
       }).groupBy('job', 'scheduled_at'));

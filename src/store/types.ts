@@ -144,6 +144,8 @@ export interface PeriodRange {
   shards?: number;
   /** Only rows of this node count (a node reading back what it wrote). */
   nodeId?: string;
+  /** Only rows with a final status count (not running or pending: an outcome was written). */
+  finalOnly?: boolean;
 }
 
 export interface PruneOptions {

@@ -107,6 +107,20 @@ describe('a finished attempt whose row the store lost (written before the failov
     expect(await real.periodRuns('fin-a', at(2))).toHaveLength(1);
   });
 
+  it('a row whose claim survived but whose outcome was lost (left running) gets its outcome written again', async () => {
+    const events: SchedulerEvent[] = [];
+    const executor = new Executor(real, 'n1', pino({ level: 'silent' }), { events: { emit: (e: SchedulerEvent) => events.push(e) } });
+    const at = new Date(Date.UTC(2026, 0, 4));
+    const inserted = await real.insertRun({ job: 'fin-d', scheduledAt: at, periodKey: `fin-d@${at.toISOString()}`, attempt: 1, trigger: 'schedule', nodeId: 'n1', leaseMs: 30_000 });
+    if (inserted.outcome !== 'inserted') throw new Error('setup');
+    await executor.execute({ name: 'fin-d', timeoutMs: null, lockTtlMs: 30_000, retries: 0, retryDelayMs: 1000, run: async () => 7 } as unknown as Job, inserted.run, null);
+    // The "failover": the claim had reached the replica, the outcome had not.
+    await side(RUNS_TABLE).where({ id: Number(inserted.run.id) }).update({ status: 'running', finished_at: null, duration_ms: null, result: null });
+    await executor.verifySettled('test');
+    expect((await real.periodRuns('fin-d', at)).map((r) => [r.id, r.attempt, r.status, r.result])).toEqual([[inserted.run.id, 1, 'succeeded', 7]]);
+    expect(events.filter((e) => e.type === 'row-lost')).toMatchObject([{ job: 'fin-d', restored: true }]);
+  });
+
   it('a period another node claimed again meanwhile is reported, not written over', async () => {
     const events: SchedulerEvent[] = [];
     const executor = new Executor(real, 'n1', pino({ level: 'silent' }), { events: { emit: (e: SchedulerEvent) => events.push(e) } });
