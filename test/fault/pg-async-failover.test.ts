@@ -22,7 +22,7 @@ const clusters: Cluster[] = [];
 afterAll(async () => {
   await Promise.all(clusters.map((c) => c.stopAll()));
   await pair?.stop();
-  await Promise.all(redis.map((r) => r.stop()));
+  await Promise.all(redis.map((r) => r.cleanup()));
   for (const w of workspaces) w.cleanup();
 });
 
