@@ -2,7 +2,8 @@
  * PostgreSQL failover (issue 20): a primary and a synchronous standby started here, three daemons on
  * libpq's multi-host URL (`target_session_attrs=read-write`), no Redis. The primary is crashed
  * (immediate stop) while a long body runs and every-second jobs fire, the standby promoted 2 s later;
- * then the old primary comes back as a standby, and a second failover goes the other way. Counted
+ * then the old primary comes back as a standby, and a controlled switchover (a clean stop, the
+ * standby promoted at once) goes the other way. Counted
  * from the bodies' own records: no duplicate start, no period without a row, the long body once and
  * recorded succeeded, the first run recorded on the new primary soon after the promotion, no exit.
  */
@@ -25,7 +26,7 @@ afterAll(async () => {
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('fault: PostgreSQL failover to a synchronous standby', () => {
-  it('primary crashed mid-run and the standby promoted, twice (the old primary back as a standby between): every period once, nothing lost, no exit', async () => {
+  it('primary crashed mid-run and the standby promoted, then a controlled switchover back (the old primary a standby between): every period once, nothing lost, no exit', async () => {
     pair = await startPgReplicas({ sync: true });
     const db = pair.createDatabase(`cron_pgfo_${Date.now().toString(36)}`);
     const ws = new Workspace('cron-pg-failover-');
@@ -44,10 +45,16 @@ describe('fault: PostgreSQL failover to a synchronous standby', () => {
       const long = await waitFor('a long body to start', () => cluster.effects().find((e) => e.ev === 'start' && e.key.startsWith('long@') && e.t > since), 40_000);
       await sleep(Math.max(0, long.t + 2000 - Date.now()));
       const old = pair.primaryIndex;
-      pair.crash();
+      // Round 1 a crash and a promotion 2 s later; round 2 a controlled switchover (a clean stop of
+      // the primary, the standby promoted at once).
       const crashedAt = Date.now();
-      await sleep(2000);
-      await pair.promote();
+      if (round === 0) {
+        pair.crash();
+        await sleep(2000);
+        await pair.promote();
+      } else {
+        await pair.switchover();
+      }
       const promotedAt = Date.now();
       // The first run recorded on the new primary after the promotion (the store's clock is this machine's).
       const first = await waitFor('a run recorded on the new primary', () => {
@@ -55,7 +62,7 @@ describe('fault: PostgreSQL failover to a synchronous standby', () => {
         return rows[0] ? Number(rows[0].started_at) : undefined;
       }, 30_000, 100);
       await waitFor('the long body to end', () => cluster.effects().some((e) => e.key === long.key && e.ev === 'end'), 30_000);
-      figures.push(`round ${round + 1}: crash -> promoted ${promotedAt - crashedAt} ms, promoted -> first run recorded ${first - promotedAt} ms`);
+      figures.push(`round ${round + 1} (${round === 0 ? 'crash' : 'switchover'}): stop -> promoted ${promotedAt - crashedAt} ms, promoted -> first run recorded ${first - promotedAt} ms`);
       // The old primary back as a standby of the new one, synchronous again, for the next round.
       await pair.rejoin(old);
     }

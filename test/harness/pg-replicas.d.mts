@@ -21,6 +21,7 @@ export class PgReplicas {
   replicating(timeoutMs?: number): Promise<void>;
   crash(i?: number): void;
   promote(i?: number): Promise<void>;
+  switchover(): Promise<void>;
   cutReplication(): Promise<unknown>;
   rejoin(i?: number): Promise<void>;
   stop(): Promise<void>;

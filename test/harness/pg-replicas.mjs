@@ -147,6 +147,16 @@ export class PgReplicas {
     this.primaryIndex = i;
   }
 
+  /**
+   * A controlled switchover (what `patronictl switchover` does): the primary stopped cleanly (a
+   * fast shutdown: its last WAL, the shutdown checkpoint included, reaches the streaming standby),
+   * then the standby promoted at once.
+   */
+  async switchover() {
+    this.primary.stopFast();
+    await this.promote();
+  }
+
   /** The WAL receiver of the standby stopped: its primary's later commits do not reach it (asynchronous only). */
   cutReplication() {
     psql(this.standby.port, "alter system set primary_conninfo = ''");
