@@ -648,6 +648,23 @@ export class Executor {
       : 'outcomes written before the store moved read back: none lost');
   }
 
+  /**
+   * The outcome of a written-back row: tried again while the store is unreachable (a row inserted
+   * running and left so would look live for its lease and then be taken over and run again), for
+   * half the job's lease at most; after that the takeover judges it as any row whose node went quiet.
+   */
+  private async endWrittenBack(row: RunRecord, outcome: () => RunOutcome, e: SettledAttempt): Promise<{ written: boolean }> {
+    const until = performance.now() + e.leaseMs / 2;
+    for (;;) {
+      try {
+        return await this.store.endAttempt(row, this.nodeId, outcome(), e.policy);
+      } catch (err) {
+        if (!(err instanceof StoreUnavailableError) || performance.now() > until) throw err;
+        await new Promise((r) => setTimeout(r, 200));
+      }
+    }
+  }
+
   /** One kept outcome whose period showed no row: read exactly, and written again when it is gone. */
   private async writeBack(e: SettledAttempt): Promise<'present' | 'restored' | 'elsewhere'> {
     const { run } = e;
@@ -662,7 +679,7 @@ export class Executor {
     if (mine?.status === 'running') {
       // The claim survived, the outcome did not: written again on the row (conditional on it still
       // being this node's and running, as every outcome write is).
-      const ended = await this.store.endAttempt(mine, this.nodeId, outcome(), e.policy);
+      const ended = await this.endWrittenBack(mine, outcome, e);
       if (ended.written) {
         log.error({ runId: mine.id, status: e.outcome.status },
           'the store lost this finished attempt\'s outcome (most likely a failover to a replica that had not received it: asynchronous replication); its outcome written back by this node');
@@ -678,7 +695,7 @@ export class Executor {
         job: run.job, scheduledAt: run.scheduledAt, periodKey: run.periodKey, shard: run.shard, attempt: run.attempt, trigger: run.trigger, nodeId: this.nodeId, leaseMs: e.leaseMs,
       });
       if (inserted.outcome === 'inserted') {
-        const ended = await this.store.endAttempt(inserted.run, this.nodeId, outcome(), e.policy);
+        const ended = await this.endWrittenBack(inserted.run, outcome, e);
         if (ended.written) back = inserted.run;
       }
     }

@@ -1,16 +1,23 @@
 /** Types of test/harness/chaos.mjs, for test/fault/chaos.test.ts and test/unit/chaos-analysis.test.ts. */
 export interface ChaosFault {
   at: number;
-  kind: 'kill9' | 'pause' | 'term' | 'redis' | 'store';
-  node?: string;
+  kind: 'kill9' | 'pause' | 'term' | 'redis' | 'store' | 'failover';
+  /** A node id; for a Galera failover, the Galera node's index. */
+  node?: string | number;
   masters?: number[];
-  mode?: 'kill' | 'freeze';
+  /** Redis: kill or freeze; failover: crash (PostgreSQL), kill or partition (Galera). */
+  mode?: 'kill' | 'freeze' | 'crash' | 'partition';
+  /** pg-async: how long the replication was cut before the crash. */
+  cutMs?: number;
   downMs?: number;
   pauseMs?: number;
   compound?: boolean;
 }
+export type ChaosEngine = 'mariadb' | 'pg-sync' | 'pg-async' | 'galera';
+export const ENGINES: ChaosEngine[];
 export interface ChaosResult {
   seed: number;
+  engine: ChaosEngine;
   seconds: number;
   everyKind: boolean;
   plan: ChaosFault[];
@@ -29,9 +36,9 @@ export interface ChaosResult {
   workspace: string;
 }
 export function resolveSeed(value?: string): number;
-export function planFaults(seed: number, phaseMs: number, options?: { everyKind?: boolean }): ChaosFault[];
+export function planFaults(seed: number, phaseMs: number, options?: { everyKind?: boolean; engine?: ChaosEngine }): ChaosFault[];
 export function describeFault(f: ChaosFault): string;
-export function runChaos(options: { seconds?: number; seed?: number; bin?: string; log?: (line: string) => void; settleMs?: number; keep?: boolean; logLevel?: string; adminUrl?: string; everyKind?: boolean }): Promise<ChaosResult>;
+export function runChaos(options: { seconds?: number; seed?: number; bin?: string; log?: (line: string) => void; settleMs?: number; keep?: boolean; logLevel?: string; adminUrl?: string; everyKind?: boolean; engine?: ChaosEngine }): Promise<ChaosResult>;
 /** One side effect a chaos job's body wrote. */
 export interface ChaosEffect {
   key: string;

@@ -3,7 +3,8 @@
  * test/fault/chaos.test.ts (about 60 s of faults, part of `npm test`) and bench/chaos.mjs (longer).
  *
  * Five real `bin/scheduler run` daemons, three Redis masters started here on free ports, MariaDB (a
- * private database) behind a TCP proxy that can cut it. A fault starts every 8-15 s, chosen by a
+ * private database) behind a TCP proxy that can cut it, or (`engine`, see ENGINES) a replicated
+ * store started here whose fault is a failover instead of the cut. A fault starts every 8-15 s, chosen by a
  * PRNG seeded from `seed`: kill -9 of a node and a restart (same node id, fresh process), SIGSTOP of a
  * node past its lease then SIGCONT, SIGTERM of a node and a restart, one, two or three Redis masters
  * down (killed and restarted empty, or frozen with SIGSTOP and thawed), the store cut. The whole fault
@@ -25,6 +26,8 @@ import { definitionFields } from './job-sources.mjs';
 import { BIN, Daemon, exited, procState, randomTag, readJsonLines, runCli, sleep, tail, waitFor } from './process.mjs';
 import { StoreProxy, accepts } from './proxy.mjs';
 import { redisAnswers, startRedisServers } from './redis.mjs';
+import { GaleraCluster } from './galera.mjs';
+import { startPgReplicas } from './pg-replicas.mjs';
 import { countBy, table } from './stats.mjs';
 import { Workspace } from './workspace.mjs';
 
@@ -142,6 +145,13 @@ ${fields}
 // ---------------------------------------------------------------------------------------- plan
 
 const NODE_IDS = ['c1', 'c2', 'c3', 'c4', 'c5'];
+/**
+ * The store under the soak (`engine`): MariaDB behind the cutting proxy (the default), a PostgreSQL
+ * primary and synchronous or asynchronous standby on libpq's multi-host URL, or a three-node MariaDB
+ * Galera cluster on a host list; each replicated one started here (test/harness/pg-replicas.mjs,
+ * galera.mjs).
+ */
+export const ENGINES = ['mariadb', 'pg-sync', 'pg-async', 'galera'];
 const STARTUP_MS = 4000; // planning allowance for a restarted daemon to be up again
 export const GRACE_MS = 1500; // SCHEDULER_GRACE_PERIOD of the nodes: the 2-3 s body is sometimes interrupted
 
@@ -155,14 +165,20 @@ export const GRACE_MS = 1500; // SCHEDULER_GRACE_PERIOD of the nodes: the 2-3 s 
  * not yet planned that fits at its instant), spaced 6-9 s instead of 8-15 s, so that a short soak (the
  * test's 45 s) still meets every kind; the weighted draw takes over once each kind has been planned.
  */
-export function planFaults(seed, phaseMs, { everyKind = false } = {}) {
+export function planFaults(seed, phaseMs, { everyKind = false, engine = 'mariadb' } = {}) {
+  if (!ENGINES.includes(engine)) throw new Error(`chaos: unknown store engine ${engine} (one of ${ENGINES.join(', ')})`);
   const r = prng(seed);
   const nodeBusy = new Map(NODE_IDS.map((n) => [n, 0]));
   const redisBusy = [0, 0, 0];
   let storeBusy = 0;
+  // pg-async: when the last kill -9 or SIGTERM of a node ends (a node that dies holding outcomes a
+  // failover then loses cannot write them back: two faults the promise does not cover, see below).
+  let nodeDeathEnds = -Infinity;
+  const asyncWindows = [];
   const plan = [];
+  // Beside MariaDB behind the proxy the store's fault is a cut; on a replicated store, a failover.
   const kinds = [
-    ['kill9', 22], ['pause', 18], ['term', 18], ['redis', 20], ['store', 22],
+    ['kill9', 22], ['pause', 18], ['term', 18], ['redis', 20], [engine === 'mariadb' ? 'store' : 'failover', 22],
   ];
   const weighted = () => {
     let x = r.next() * kinds.reduce((s, [, w]) => s + w, 0);
@@ -178,9 +194,15 @@ export function planFaults(seed, phaseMs, { everyKind = false } = {}) {
         const minUpAfter = r.chance(0.1) ? 2 : 3;
         if (upNodes.length - 1 < minUpAfter) return undefined;
         const node = r.pick(upNodes);
+        // pg-async: no node dies within 10 s of a failover that loses its tail (its written outcomes
+        // would be lost with nobody left to write them back; the Redis key then stops a second run,
+        // but the period shows no row: outside what asynchronous replication keeps).
+        const nearFailover = (end) => asyncWindows.some(([from, to]) => at < to && end > from);
         if (kind === 'kill9') {
           const downMs = r.int(2000, 5000);
+          if (nearFailover(at + downMs + STARTUP_MS)) return undefined;
           nodeBusy.set(node, at + downMs + STARTUP_MS);
+          nodeDeathEnds = Math.max(nodeDeathEnds, at + downMs + STARTUP_MS);
           return { at, kind, node, downMs };
         }
         if (kind === 'pause') {
@@ -189,7 +211,9 @@ export function planFaults(seed, phaseMs, { everyKind = false } = {}) {
           return { at, kind, node, pauseMs };
         }
         const downMs = r.int(1000, 4000);
+        if (nearFailover(at + GRACE_MS + 1000 + downMs + STARTUP_MS)) return undefined;
         nodeBusy.set(node, at + GRACE_MS + 1000 + downMs + STARTUP_MS);
+        nodeDeathEnds = Math.max(nodeDeathEnds, at + GRACE_MS + 1000 + downMs + STARTUP_MS);
         return { at, kind, node, downMs };
       }
       case 'redis': {
@@ -199,7 +223,10 @@ export function planFaults(seed, phaseMs, { everyKind = false } = {}) {
         if (count > up.length) return undefined;
         const masters = r.sample(up, count).sort();
         const downMs = r.int(3000, 10_000);
-        const mode = r.chance(0.6) ? 'kill' : 'freeze'; // kill: restarted empty; freeze: SIGSTOP, keeps its keys
+        let mode = r.chance(0.6) ? 'kill' : 'freeze'; // kill: restarted empty; freeze: SIGSTOP, keeps its keys
+        // pg-async: a majority of masters never restarts empty (the kept keys are what stops a period
+        // whose row the failover lost from running again: the store and Redis must not both lose it).
+        if (engine === 'pg-async' && count >= 2) mode = 'freeze';
         for (const i of masters) redisBusy[i] = at + downMs + 1000;
         return { at, kind, masters, mode, downMs };
       }
@@ -209,12 +236,29 @@ export function planFaults(seed, phaseMs, { everyKind = false } = {}) {
         storeBusy = at + downMs + 1000;
         return { at, kind, downMs };
       }
+      case 'failover': {
+        if (storeBusy > at) return undefined;
+        // pg-*: the primary crashed, the standby promoted downMs later, the old primary rebuilt as
+        // its standby; pg-async cuts the replication cutMs before the crash (that tail is lost).
+        // galera: a node killed and restarted, or isolated into a minority and healed, after downMs.
+        const downMs = r.int(1500, 4000);
+        const cutMs = engine === 'pg-async' ? r.int(2000, 4000) : 0;
+        const mode = engine === 'galera' ? (r.chance(0.5) ? 'kill' : 'partition') : 'crash';
+        const node = engine === 'galera' ? r.int(0, 2) : undefined;
+        if (engine === 'pg-async' && nodeDeathEnds > at - 10_000) return undefined;
+        // The repair (a base backup, an IST) takes several seconds more before the next one.
+        storeBusy = at + cutMs + downMs + 20_000;
+        if (engine === 'pg-async') asyncWindows.push([at - 10_000, at + cutMs + downMs + 10_000]);
+        return { at, kind, mode, downMs, cutMs, ...(node !== undefined ? { node } : {}) };
+      }
       default:
         throw new Error(kind);
     }
   };
   // Kinds still to be planned (everyKind), in a seeded order.
   const owed = everyKind ? r.sample(kinds.map(([k]) => k), kinds.length) : [];
+  // pg-async: the failover first, before any node death can stand in its way (see nearFailover).
+  if (engine === 'pg-async' && owed.length > 0) owed.sort((a, b) => (a === 'failover' ? -1 : b === 'failover' ? 1 : 0));
   const pickFault = (at) => {
     for (const kind of owed) {
       // A few tries each: a kind's own draw (which node, how many masters) may not fit at this instant.
@@ -257,6 +301,9 @@ export function describeFault(f) {
     case 'term': return `${at} SIGTERM ${f.node}, restart after ${f.downMs}ms`;
     case 'redis': return `${at} Redis ${f.masters.map((i) => `r${i + 1}`).join('+')} down (${f.mode}) for ${f.downMs}ms`;
     case 'store': return `${at} store cut for ${f.downMs}ms`;
+    case 'failover': return f.mode === 'crash'
+      ? `${at} ${f.cutMs ? `replication cut, ${f.cutMs}ms later ` : ''}primary crashed, standby promoted after ${f.downMs}ms`
+      : `${at} galera${f.node + 1} ${f.mode === 'kill' ? 'killed' : 'isolated'} for ${f.downMs}ms`;
     default: return `${at} ${JSON.stringify(f)}`;
   }
 }
@@ -264,6 +311,7 @@ export function describeFault(f) {
 export function faultLabel(f) {
   if (f.kind === 'redis') return `redis-${f.masters.length}-down-${f.mode}`;
   if (f.kind === 'store') return 'store-cut';
+  if (f.kind === 'failover') return f.mode === 'crash' ? (f.cutMs ? 'failover-async' : 'failover') : `galera-${f.mode}`;
   if (f.kind === 'kill9') return 'kill-9+restart';
   if (f.kind === 'pause') return 'sigstop+sigcont';
   if (f.kind === 'term') return 'sigterm+restart';
@@ -305,7 +353,7 @@ class ChaosNode {
       logFile: this.logFile,
       env: {
         SCHEDULER_NODE_ID: this.nodeId,
-        SCHEDULER_STORE: s.proxyStoreUrl,
+        SCHEDULER_STORE: s.storeUrl,
         SCHEDULER_REDIS: s.redis.map((r) => r.url).join(','),
         SCHEDULER_REDIS_PREFIX: s.redisPrefix,
         SCHEDULER_JOBS_DIR: s.ws.jobsDir,
@@ -327,7 +375,7 @@ class ChaosNode {
       s.deaths.set(proc.pid, Math.min(info.killedAt ?? Infinity, info.exitedAt));
       if (info.killedAt !== undefined || signal === 'SIGKILL') s.kills.set(proc.pid, Math.min(info.killedAt ?? Infinity, info.exitedAt));
       if (this.proc === proc && !this.expectingExit && !s.stopping) {
-        const ev = { nodeId: this.nodeId, pid: proc.pid, code, signal, t: info.exitedAt, storeCut: s.proxy.isCut || s.storeCutEndedAt > info.exitedAt - 5000, logTail: tail(this.logFile, 3) };
+        const ev = { nodeId: this.nodeId, pid: proc.pid, code, signal, t: info.exitedAt, storeCut: Boolean(s.proxy?.isCut) || s.failingOver || s.storeCutEndedAt > info.exitedAt - 5000, logTail: tail(this.logFile, 3) };
         s.unexpectedExits.push(ev);
         s.log(`${this.nodeId} (pid ${proc.pid}) exited on its own: code ${code} signal ${signal}${ev.storeCut ? ' (store cut)' : ''}; restarting in 2 s`);
         setTimeout(() => {
@@ -404,8 +452,10 @@ export async function runChaos(options) {
 }
 
 class Soak {
-  constructor({ seconds = 60, seed, bin = BIN, log, settleMs = 90_000, keep = false, logLevel = 'info', adminUrl, everyKind = false } = {}) {
+  constructor({ seconds = 60, seed, bin = BIN, log, settleMs = 90_000, keep = false, logLevel = 'info', adminUrl, everyKind = false, engine = 'mariadb' } = {}) {
     this.seconds = seconds;
+    this.engine = engine;
+    this.failingOver = false;
     this.everyKind = everyKind;
     this.seed = seed ?? resolveSeed();
     this.bin = bin;
@@ -452,20 +502,34 @@ class Soak {
     this.ws = new Workspace('chaos-');
     for (const job of CHAOS_JOBS) this.ws.writeJob(`${job.name}.mjs`, chaosJobSource(job));
 
-    this.db = await createMariaDb('cron_chaos', { adminUrl: this.adminUrl });
-    const u = new URL(this.db.url);
-    this.proxy = new StoreProxy(Number(u.port || 3306), u.hostname);
-    await this.proxy.start();
-    this.proxyStoreUrl = this.proxy.urlFor(this.db.url);
+    const dbName = `cron_chaos_${this.tag}`.replace(/[^a-z0-9_]/gi, '_').toLowerCase();
+    if (this.engine === 'mariadb') {
+      this.db = await createMariaDb('cron_chaos', { adminUrl: this.adminUrl });
+      const u = new URL(this.db.url);
+      this.proxy = new StoreProxy(Number(u.port || 3306), u.hostname);
+      await this.proxy.start();
+      this.storeUrl = this.proxy.urlFor(this.db.url);
+      this.cliStoreUrl = this.db.url;
+    } else if (this.engine === 'galera') {
+      this.galera = new GaleraCluster();
+      await this.galera.start();
+      await this.galera.createDatabase(dbName);
+      this.storeUrl = this.cliStoreUrl = this.galera.multiUrl(dbName);
+    } else {
+      this.pair = await startPgReplicas({ sync: this.engine === 'pg-sync' });
+      this.pair.createDatabase(dbName);
+      await this.pair.replicating();
+      this.storeUrl = this.cliStoreUrl = this.pair.url(dbName);
+    }
     this.redis = await startRedisServers(3);
-    this.log(`workspace ${this.ws.dir}; database ${this.db.name} (proxy :${this.proxy.port}); redis ${this.redis.map((r) => r.port).join(', ')}`);
+    this.log(`workspace ${this.ws.dir}; store ${this.engine}${this.db ? ` database ${this.db.name} (proxy :${this.proxy.port})` : ` ${this.storeUrl}`}; redis ${this.redis.map((r) => r.port).join(', ')}`);
     // The tables exist before the nodes race for them (every node also migrates, under a lock).
     const m = await runCli(['migrate'], { bin: this.bin, cwd: this.ws.dir, env: this.cliEnv() });
     if (m.code !== 0) throw new Error(`migrate exited ${m.code}: ${m.stderr}`);
   }
 
   cliEnv() {
-    return { SCHEDULER_STORE: this.db.url, SCHEDULER_JOBS_DIR: this.ws.jobsDir, SCHEDULER_LOG_LEVEL: 'warn' };
+    return { SCHEDULER_STORE: this.cliStoreUrl, SCHEDULER_JOBS_DIR: this.ws.jobsDir, SCHEDULER_LOG_LEVEL: 'warn' };
   }
 
   async history() {
@@ -573,6 +637,39 @@ class Soak {
           if (!(await accepts(this.proxy.port))) this.harnessProblems.push('store proxy does not accept connections after the restore');
           break;
         }
+        case 'failover': {
+          if (this.failingOver) { rec.skipped = 'a failover is still in progress'; break; }
+          this.failingOver = true;
+          try {
+            if (this.pair) {
+              if (f.cutMs) {
+                await this.pair.cutReplication();
+                await this.wait(f.cutMs);
+              }
+              const old = this.pair.primaryIndex;
+              this.pair.crash();
+              rec.crashedAt = Date.now();
+              await this.wait(f.downMs);
+              await this.pair.promote();
+              rec.restoredAt = Date.now();
+              note(`promoted ${rec.restoredAt - rec.crashedAt} ms after the crash`);
+              // The old primary back as the new one's standby (synchronous again for pg-sync).
+              await this.pair.rejoin(old);
+              await this.pair.replicating();
+            } else {
+              if (f.mode === 'kill') await this.galera.kill(f.node);
+              else await this.galera.isolate(f.node);
+              await this.wait(f.downMs);
+              if (f.mode === 'kill') await this.galera.restart(f.node);
+              else await this.galera.heal(f.node);
+              rec.restoredAt = Date.now();
+            }
+          } finally {
+            this.failingOver = false;
+            this.storeCutEndedAt = Date.now();
+          }
+          break;
+        }
         default:
           throw new Error(`unknown fault ${f.kind}`);
       }
@@ -587,8 +684,8 @@ class Soak {
 
   async run() {
     const t0 = Date.now();
-    this.log(`chaos seed=${this.seed} seconds=${this.seconds}`);
-    const plan = planFaults(this.seed, this.seconds * 1000, { everyKind: this.everyKind });
+    this.log(`chaos seed=${this.seed} seconds=${this.seconds} store=${this.engine}`);
+    const plan = planFaults(this.seed, this.seconds * 1000, { everyKind: this.everyKind, engine: this.engine });
     this.plan = plan;
     this.log(`plan (${plan.length} faults): ${plan.map(describeFault).join(' | ')}`);
     await this.setup();
@@ -618,13 +715,13 @@ class Soak {
     this.phaseOver.abort();
     await Promise.all([...this.pending]);
     for (const n of this.nodes) if (n.alive && procState(n.pid) === 'T') { n.proc.kill('SIGCONT'); this.harnessProblems.push(`${n.nodeId} was still stopped after the restore`); }
-    if (this.proxy.isCut) { this.harnessProblems.push('store still cut after the restore'); await this.proxy.restore(); }
+    if (this.proxy?.isCut) { this.harnessProblems.push('store still cut after the restore'); await this.proxy.restore(); }
     await waitFor('every node to be up', async () => {
       const ok = await Promise.all(this.nodes.map((n) => (n.alive ? n.waitStarted(2000) : false)));
       return ok.every(Boolean);
     }, 60_000, 500).catch(() => this.harnessProblems.push(`not every node was up after the restore: ${this.nodes.filter((n) => !n.alive).map((n) => n.nodeId).join(', ')}`));
     for (const r of this.redis) if (!(await redisAnswers(r.port))) this.harnessProblems.push(`Redis ${r.port} not answering after the restore`);
-    if (!(await accepts(this.proxy.port))) this.harnessProblems.push('store proxy not accepting after the restore');
+    if (this.proxy && !(await accepts(this.proxy.port))) this.harnessProblems.push('store proxy not accepting after the restore');
     this.restoredAt = Date.now();
 
     // Settle: no row of a period up to the end of the fault phase is running or pending past due.
@@ -670,7 +767,7 @@ class Soak {
     if (this.harnessProblems.length) violations.harness = [...this.harnessProblems];
 
     const summary = this.summarise({ runs, effects, logs, analysis, t0 });
-    const result = { seed: this.seed, seconds: this.seconds, everyKind: this.everyKind, plan, injected: this.injected, summary, violations, workspace: this.ws.dir };
+    const result = { seed: this.seed, seconds: this.seconds, engine: this.engine, everyKind: this.everyKind, plan, injected: this.injected, summary, violations, workspace: this.ws.dir };
     result.violationCount = Object.values(violations).reduce((s, v) => s + v.length, 0);
     result.report = report(result);
     this.failed = result.violationCount > 0;
@@ -737,6 +834,8 @@ class Soak {
       await r.cleanup().catch(() => {});
     }
     if (this.db) await this.db.drop().catch((err) => this.log(`dropping ${this.db.name}: ${err.message}`));
+    if (this.pair) await this.pair.stop().catch((err) => this.log(`stopping the PostgreSQL pair: ${err.message}`));
+    if (this.galera) await this.galera.stop().catch((err) => this.log(`stopping the Galera cluster: ${err.message}`));
     if (this.ws && !this.keep) this.ws.cleanup();
     else if (this.ws) this.log(`kept ${this.ws.dir}`);
   }
@@ -915,7 +1014,8 @@ export function report(result) {
   const s = result.summary;
   const out = [];
   const p = (line = '') => out.push(line);
-  p(`chaos seed=${result.seed} seconds=${result.seconds}  (replay: node bench/chaos.mjs --seconds ${result.seconds} --seed ${result.seed}${result.everyKind ? ' --every-kind' : ''}, or CHAOS_SEED=${result.seed} npx vitest run test/fault/chaos.test.ts)`);
+  const store = result.engine && result.engine !== 'mariadb' ? result.engine : null;
+  p(`chaos seed=${result.seed} seconds=${result.seconds}${store ? ` store=${store}` : ''}  (replay: node bench/chaos.mjs --seconds ${result.seconds} --seed ${result.seed}${result.everyKind ? ' --every-kind' : ''}${store ? ` --store ${store}` : ''}, or CHAOS_SEED=${result.seed}${store ? ` CHAOS_STORE=${store}` : ''} npx vitest run test/fault/chaos.test.ts)`);
   p(`elapsed ${s.elapsedS} s; 5 nodes up in ${s.startupMs} ms; fault phase ${s.faultPhase.from} .. ${s.faultPhase.to}; settled ${s.settleMs} ms after the restore`);
   p(`faults injected: ${Object.entries(s.faultsByKind).map(([k, n]) => `${k} x${n}`).join(', ') || 'none'}${s.faultsSkipped.length ? `; skipped: ${s.faultsSkipped.join('; ')}` : ''}`);
   p(table([

@@ -49,6 +49,28 @@ describe('chaos plan: everyKind (the test soak\'s 45 s)', () => {
     }
   });
 
+  it('on a replicated store the store\'s fault is a failover; pg-async keeps node deaths and empty Redis majorities away from it', () => {
+    for (const engine of ['pg-sync', 'pg-async', 'galera'] as const) {
+      for (let seed = 0; seed < 300; seed++) {
+        const plan = planFaults(seed, 120_000, { everyKind: true, engine });
+        expect(plan.some((f) => f.kind === 'store'), `${engine} seed ${seed}: no proxy cut`).toBe(false);
+        if (seed < 100) expect(plan.some((f) => f.kind === 'failover'), `${engine} seed ${seed}: a failover`).toBe(true);
+        for (const f of plan.filter((g) => g.kind === 'failover')) {
+          expect(f.mode, `${engine} seed ${seed}`).toEqual(engine === 'galera' ? expect.stringMatching(/^(kill|partition)$/) : 'crash');
+          if (engine !== 'pg-async') continue;
+          expect(f.cutMs).toBeGreaterThanOrEqual(2000);
+          const from = f.at - 10_000;
+          const to = f.at + f.cutMs! + f.downMs! + 10_000;
+          const deaths = plan.filter((g) => (g.kind === 'kill9' || g.kind === 'term') && g.at < to && g.at + g.downMs! + 4000 > from);
+          expect(deaths, `pg-async seed ${seed}: a node death near the failover at ${f.at}`).toEqual([]);
+        }
+        if (engine === 'pg-async') expect(plan.filter((g) => g.kind === 'redis' && g.mode === 'kill' && g.masters!.length >= 2), `pg-async seed ${seed}`).toEqual([]);
+      }
+    }
+    // MariaDB's plans are drawn as before the engines existed (seeds replay).
+    expect(planFaults(101, 120_000, { engine: 'mariadb' })).toEqual(planFaults(101, 120_000));
+  });
+
   it('leaves the plan of a seed without everyKind as it was (replays of older seeds)', () => {
     expect(planFaults(7, 60_000).map((f) => f.kind)).toEqual(planFaults(7, 60_000, { everyKind: false }).map((f) => f.kind));
   });

@@ -33,8 +33,8 @@ describe('the reconciling sweep by fifths', () => {
     };
     const runner = { claimsBehindMs: () => 0, recentSlowestClaimMs: () => 0, stop: () => {} } as unknown as PeriodRunner;
     const takeover = { safeSweep: async () => [], lastErrorBusy: false, lastError: null };
-    const executor = { size: 0, running: () => [], drain: async () => {}, abortAll: () => {}, limitWrites: () => {} };
-    const scheduler = new Scheduler({ jobs, store: {} as never, runner, executor: executor as never, takeover: takeover as never, reconciler: reconciler as never, log: silent });
+    const executor = { size: 0, running: () => [], drain: async () => {}, abortAll: () => {}, limitWrites: () => {}, storeAnswered: () => {}, verifySettled: async () => {} };
+    const scheduler = new Scheduler({ jobs, store: { storeHost: () => null } as never, runner, executor: executor as never, takeover: takeover as never, reconciler: reconciler as never, log: silent });
     await scheduler.start();
     try {
       const until = Date.now() + 15_000;
