@@ -13,7 +13,15 @@ const shared = { testTimeout: 120_000, hookTimeout: 120_000 };
 const PAIRED_INTEGRATION = [
   'run-once', 'http', 'nodes', 'example-jobs', 'job-loading', 'command-jobs', 'daemon-lifecycle',
   'prune', 'once', 'reload', 'terminal-output', 'idempotency-example-dry-run',
+  'cluster-sqlite', 'cluster-mariadb', 'cluster-postgres',
 ].map((name) => `test/integration/${name}.test.ts`);
+
+/**
+ * Fault files on replicated stores the tests start (a PostgreSQL pair, a Galera cluster): they wait
+ * on the servers (promotions, state transfers) far more than they compute, and judge no lease shorter
+ * than the default 30 s, so they run beside another file too.
+ */
+const PAIRED_FAULT = ['galera', 'pg-failover', 'pg-async-failover'].map((name) => `test/fault/${name}.test.ts`);
 
 export default defineConfig({
   test: {
@@ -23,7 +31,7 @@ export default defineConfig({
         test: {
           ...shared,
           name: 'two-at-a-time',
-          include: ['test/unit/**/*.test.ts', 'test/contract/**/*.test.ts', 'test/deploy/**/*.test.ts', 'test/browser/**/*.test.ts', ...PAIRED_INTEGRATION],
+          include: ['test/unit/**/*.test.ts', 'test/contract/**/*.test.ts', 'test/deploy/**/*.test.ts', 'test/browser/**/*.test.ts', ...PAIRED_INTEGRATION, ...PAIRED_FAULT],
           maxWorkers: 2,
           sequence: { groupOrder: 0 },
         },
@@ -33,7 +41,7 @@ export default defineConfig({
           ...shared,
           name: 'one-at-a-time',
           include: ['test/integration/**/*.test.ts', 'test/fault/**/*.test.ts'],
-          exclude: PAIRED_INTEGRATION,
+          exclude: [...PAIRED_INTEGRATION, ...PAIRED_FAULT],
           fileParallelism: false,
           sequence: { groupOrder: 1 },
         },

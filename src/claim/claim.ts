@@ -219,30 +219,46 @@ export class Claimer {
       // The tick's overlap check and the pause go out beside the INSERT (one round trip on the path to
       // the body, not two).
       const sentAt = performance.now();
-      const [inserted, live, paused] = await Promise.all([
-        this.insert({ job: job.name, scheduledAt, periodKey: key, attempt, trigger, nodeId: this.nodeId, leaseMs: ttl, shard }).catch((err: unknown) => {
-          this.inDoubt.note({ job: job.name, scheduledAt, periodKey: key, shard, attempt }, err);
-          throw err;
-        }),
-        check !== 'none' ? this.liveRuns({ job: job.name, leaseMs: ttl }) : Promise.resolve([]),
-        this.pauseOf(job.name, ignorePause),
-      ]);
-      if (inserted.outcome === 'duplicate') return { outcome: 'lost-row' };
-      // The row is ours: the pause is recorded on it, so that the period is skipped once, cluster-wide.
-      if (paused) {
-        await this.store.endAttempt(inserted.run, this.nodeId, { status: 'skipped', reason: 'paused' }, null);
-        return { outcome: 'skipped-paused', pausedReason: paused.reason };
+      const doubt = { job: job.name, scheduledAt, periodKey: key, shard, attempt };
+      const insert = this.insert({ job: job.name, scheduledAt, periodKey: key, attempt, trigger, nodeId: this.nodeId, leaseMs: ttl, shard }).catch((err: unknown) => {
+        this.inDoubt.note(doubt, err);
+        throw err;
+      });
+      let ours = false;
+      try {
+        const [inserted, live, paused] = await Promise.all([
+          insert.then((r) => {
+            ours = r.outcome === 'inserted';
+            return r;
+          }),
+          check !== 'none' ? this.liveRuns({ job: job.name, leaseMs: ttl }) : Promise.resolve([]),
+          this.pauseOf(job.name, ignorePause),
+        ]);
+        if (inserted.outcome === 'duplicate') return { outcome: 'lost-row' };
+        // The row is ours: the pause is recorded on it, so that the period is skipped once, cluster-wide.
+        if (paused) {
+          await this.store.endAttempt(inserted.run, this.nodeId, { status: 'skipped', reason: 'paused' }, null);
+          return { outcome: 'skipped-paused', pausedReason: paused.reason };
+        }
+        // Only a live run of an EARLIER period blocks now, so that two periods claimed at the same moment
+        // cannot skip each other. The row is ours already: the skip is recorded on it (coalesced with
+        // the node's other outcomes: under load, skips come by the hundred).
+        const earlier = others(live, key, scheduledAt, true, shard);
+        if (earlier.length > 0 && req.deferOverlap) return { outcome: 'won', run: inserted.run, sentAt, overlapWith: earlier[0] };
+        if (earlier.length > 0) {
+          await this.store.endAttempt(inserted.run, this.nodeId, { status: 'skipped', reason: 'overlap' }, null);
+          return { outcome: 'skipped-overlap', running: earlier[0] };
+        }
+        return { outcome: 'won', run: inserted.run, sentAt };
+      } catch (err) {
+        // The INSERT may answer after a read beside it failed: wait for it, to know whether the row is ours.
+        await insert.then((r) => (ours = r.outcome === 'inserted'), () => undefined);
+        // Our row committed, but the claim failed after it (a read beside the INSERT, the skip written
+        // after it): a running row with no body, which would look live for a whole lease (later
+        // periods of an overlap 'skip' job skipped because of it). Given back once the store answers.
+        if (ours) this.inDoubt.committed(doubt);
+        throw err;
       }
-      // Only a live run of an EARLIER period blocks now, so that two periods claimed at the same moment
-      // cannot skip each other. The row is ours already: the skip is recorded on it (coalesced with
-      // the node's other outcomes: under load, skips come by the hundred).
-      const earlier = others(live, key, scheduledAt, true, shard);
-      if (earlier.length > 0 && req.deferOverlap) return { outcome: 'won', run: inserted.run, sentAt, overlapWith: earlier[0] };
-      if (earlier.length > 0) {
-        await this.store.endAttempt(inserted.run, this.nodeId, { status: 'skipped', reason: 'overlap' }, null);
-        return { outcome: 'skipped-overlap', running: earlier[0] };
-      }
-      return { outcome: 'won', run: inserted.run, sentAt };
     }, true);
   }
 
@@ -270,26 +286,33 @@ export class Claimer {
       const live = others(before, key, scheduledAt, false, shard);
       if (live.length > 0) return { outcome: 'blocked-overlap', running: live[0] };
       const sentAt = performance.now();
+      const doubt = { job: job.name, scheduledAt, periodKey: key, shard, attempt: pending.attempt };
       const run = await this.store.claimPending(pending.id, this.nodeId, ttl).catch((err: unknown) => {
-        this.inDoubt.note({ job: job.name, scheduledAt, periodKey: key, shard, attempt: pending.attempt }, err);
+        this.inDoubt.note(doubt, err);
         throw err;
       });
       if (!run) return { outcome: 'lost-row' };
-      // With overlap 'skip', again after the compare-and-set, beside the overlap check (no extra round
-      // trip): a pause that landed meanwhile gives the attempt back.
-      const [after, pausedAfter] = skip
-        ? await Promise.all([this.liveRuns({ job: job.name, leaseMs: ttl }), this.pauseOf(job.name, options.ignorePause)])
-        : [[], null];
-      if (pausedAfter) {
-        await this.store.releasePending(run.id, this.nodeId);
-        return { outcome: 'paused', pausedReason: pausedAfter.reason };
+      try {
+        // With overlap 'skip', again after the compare-and-set, beside the overlap check (no extra round
+        // trip): a pause that landed meanwhile gives the attempt back.
+        const [after, pausedAfter] = skip
+          ? await Promise.all([this.liveRuns({ job: job.name, leaseMs: ttl }), this.pauseOf(job.name, options.ignorePause)])
+          : [[], null];
+        if (pausedAfter) {
+          await this.store.releasePending(run.id, this.nodeId);
+          return { outcome: 'paused', pausedReason: pausedAfter.reason };
+        }
+        const earlier = others(after, key, scheduledAt, true, shard);
+        if (earlier.length > 0) {
+          await this.store.releasePending(run.id, this.nodeId);
+          return { outcome: 'blocked-overlap', running: earlier[0] };
+        }
+        return { outcome: 'won', run, sentAt };
+      } catch (err) {
+        // Claimed, but the reads after it or the give-back failed: a running row of ours with no body.
+        this.inDoubt.committed(doubt);
+        throw err;
       }
-      const earlier = others(after, key, scheduledAt, true, shard);
-      if (earlier.length > 0) {
-        await this.store.releasePending(run.id, this.nodeId);
-        return { outcome: 'blocked-overlap', running: earlier[0] };
-      }
-      return { outcome: 'won', run, sentAt };
     });
   }
 

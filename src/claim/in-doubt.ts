@@ -37,6 +37,19 @@ export class InDoubtClaims {
   note(claim: DoubtfulClaim, err: unknown): void {
     // A statement that never left this node (no pooled connection was free in time) committed nothing.
     if (!(err instanceof StoreUnavailableError) || err.busy) return;
+    this.remember(claim);
+  }
+
+  /**
+   * A claim whose row committed (its statement answered) but whose claim failed after it (a read
+   * beside the INSERT, the skip or give-back written after it): the row is this node's, running,
+   * with no body. Resolved like a claim in doubt.
+   */
+  committed(claim: DoubtfulClaim): void {
+    this.remember(claim);
+  }
+
+  private remember(claim: DoubtfulClaim): void {
     this.claims.set(`${claim.periodKey}#${claim.shard}#${claim.attempt}`, claim);
     if (this.claims.size > MAX_IN_DOUBT) this.claims.delete(this.claims.keys().next().value!);
   }

@@ -45,6 +45,18 @@ function losingAnswers(mode: 'lost' | 'busy'): RunStore {
   }) as RunStore;
 }
 
+/** The real store, whose INSERTs commit and answer, but whose live-runs read (beside the INSERT) fails. */
+function failingReadBeside(): RunStore {
+  return new Proxy(real, {
+    get(target, prop, receiver) {
+      if (prop !== 'liveRunsOf') return Reflect.get(target, prop, receiver);
+      return async () => {
+        throw new StoreUnavailableError('store cannot be reached (live runs): WSREP has not yet prepared node for application use');
+      };
+    },
+  }) as RunStore;
+}
+
 function job(name: string): Job {
   const r = validateJob(`${name}.mjs`, { schedule: '* * * * * *', lockTtl: '30s', run: async () => {} }, 'UTC');
   if (!r.job) throw new Error(r.problems.join('; '));
@@ -90,5 +102,17 @@ describe('claims in doubt', () => {
     const busy = new Claimer(losingAnswers('busy'), new NoLockProvider(), 'n3', log);
     await expect(busy.claim({ job: j, scheduledAt: new Date(at.getTime() + 2000), trigger: 'schedule', attempt: 1, checkOverlap: 'none' })).rejects.toThrow(StoreUnavailableError);
     expect(busy.inDoubt.size).toBe(0);
+  });
+
+  it('a claim whose INSERT answered but whose overlap read beside it failed: the row is known to be ours, with no body, and is given back once the store answers', async () => {
+    const j = job('doubt-read');
+    const at = new Date(Date.UTC(2026, 0, 1, 0, 0, 5));
+    const claimer = new Claimer(failingReadBeside(), new NoLockProvider(), 'n1', log);
+    await expect(claimer.claim({ job: j, scheduledAt: at, trigger: 'schedule', attempt: 1, checkOverlap: 'tick' })).rejects.toThrow(StoreUnavailableError);
+    expect((await real.periodRuns('doubt-read', at)).map((r) => [r.attempt, r.status, r.nodeId])).toEqual([[1, 'running', 'n1']]);
+    expect(claimer.inDoubt.size).toBe(1);
+    expect(await claimer.inDoubt.resolve(real, 'n1', () => false, log)).toBe(1);
+    expect((await real.periodRuns('doubt-read', at)).map((r) => [r.attempt, r.status])).toEqual([[1, 'pending']]);
+    expect((await real.liveRunsOf(['doubt-read'])).get('doubt-read')).toEqual([]);
   });
 });
