@@ -33,6 +33,8 @@ export interface JobView {
   /** The next periods (ISO, UTC); the first is the next run. */
   next: string[];
   last: { scheduledAt: string; status: RunStatus; finishedAt: string | null; attempt: number; error: string | null } | null;
+  /** The newest period's attempt that ended (neither running nor pending): what the job last came to. */
+  lastEnded: { scheduledAt: string; status: RunStatus; finishedAt: string | null; attempt: number; error: string | null } | null;
   lastSuccessAt: string | null;
   paused: { reason: string | null; since: string } | null;
   /** Attempts of the job running now, cluster-wide. */

@@ -75,12 +75,14 @@ export function createStatusReader(o: StatusReaderOptions): StatusReader {
   const jobView = (job: Job, summary: JobSummary | undefined, at: Date): JobView => {
     const paused = o.cache.paused.get(job.name);
     const last = summary?.last ?? null;
+    const ended = summary?.lastEnded ?? null;
     return {
       name: job.name,
       schedule: job.schedule.expression,
       timezone: job.timezone,
       next: job.enabled ? nextOf(job, at).map((d) => d.toISOString()) : [],
       last: last ? { scheduledAt: iso(last.scheduledAt)!, status: last.status, finishedAt: iso(last.finishedAt), attempt: last.attempt, error: firstLine(last.error) } : null,
+      lastEnded: ended ? { scheduledAt: iso(ended.scheduledAt)!, status: ended.status, finishedAt: iso(ended.finishedAt), attempt: ended.attempt, error: firstLine(ended.error) } : null,
       lastSuccessAt: iso(summary?.lastSuccessAt),
       paused: paused ? { reason: paused.reason, since: iso(paused.pausedAt)! } : null,
       running: summary?.running ?? 0,

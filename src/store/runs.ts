@@ -942,6 +942,8 @@ export class KnexRunStore implements RunStore {
     const since = Math.floor(sinceMs);
     const newest = k.select('n.id').from({ n: RUNS_TABLE }).whereRaw('n.job = j.name')
       .orderBy([{ column: 'n.scheduled_at', order: 'desc' }, { column: 'n.shard', order: 'desc' }, { column: 'n.attempt', order: 'desc' }]).limit(1);
+    const ended = k.select('e.id').from({ e: RUNS_TABLE }).whereRaw('e.job = j.name').whereNotIn('e.status', ['running', 'pending'])
+      .orderBy([{ column: 'e.scheduled_at', order: 'desc' }, { column: 'e.shard', order: 'desc' }, { column: 'e.attempt', order: 'desc' }]).limit(1);
     const lastSuccess = k.select('s.finished_at').from({ s: RUNS_TABLE }).whereRaw('s.job = j.name').andWhere('s.status', 'succeeded')
       .orderBy('s.started_at', 'desc').limit(1);
     // A period failed for good: its attempt ended failed, timed out or abandoned and no later attempt exists.
@@ -956,9 +958,12 @@ export class KnexRunStore implements RunStore {
     const running = k.count('*').from({ r: RUNS_TABLE }).whereRaw('r.job = j.name').andWhere('r.status', 'running');
     const rows = await this.wrap('read job summaries', () => k.from({ j: JOBS_TABLE })
       .leftJoin({ l: RUNS_TABLE }, (on) => { on.on('l.id', '=', k.raw('(?)', [newest])); })
+      .leftJoin({ le: RUNS_TABLE }, (on) => { on.on('le.id', '=', k.raw('(?)', [ended])); })
       .select('j.name', 'l.scheduled_at', 'l.status', 'l.finished_at', 'l.attempt', 'l.error',
+        'le.scheduled_at as ended_scheduled_at', 'le.status as ended_status', 'le.attempt as ended_attempt', 'le.finished_at as ended_finished_at', 'le.error as ended_error',
         k.raw('(?) as last_success_at', [lastSuccess]), k.raw('(?) + (?) + (?) as failures', [failed('failed'), failed('timed_out'), failed('abandoned')]), k.raw('(?) as missed', [missed]), k.raw('(?) as running', [running]))) as Array<{
       name: string; scheduled_at: number | string | null; status: RunStatus | null; finished_at: number | string | null; attempt: number | null; error: string | null;
+      ended_scheduled_at: number | string | null; ended_status: RunStatus | null; ended_attempt: number | string | null; ended_finished_at: number | string | null; ended_error: string | null;
       last_success_at: number | string | null; failures: number | string; missed: number | string; running: number | string;
     }>;
     const out = new Map<string, JobSummary>();
@@ -969,6 +974,9 @@ export class KnexRunStore implements RunStore {
           scheduledAt: Number(r.scheduled_at), status: r.status, finishedAt: r.finished_at === null ? null : Number(r.finished_at), attempt: Number(r.attempt), error: r.error,
         },
         lastSuccessAt: r.last_success_at === null ? null : Number(r.last_success_at),
+        lastEnded: r.ended_status === null || r.ended_scheduled_at === null ? null : {
+          scheduledAt: Number(r.ended_scheduled_at), status: r.ended_status, finishedAt: r.ended_finished_at === null ? null : Number(r.ended_finished_at), attempt: Number(r.ended_attempt), error: r.ended_error,
+        },
         failures: Number(r.failures),
         missed: Number(r.missed),
         running: Number(r.running),

@@ -409,6 +409,11 @@ export interface JobSummary {
   last: { scheduledAt: number; status: RunStatus; finishedAt: number | null; attempt: number; error: string | null } | null;
   /** The finish of the newest succeeded attempt (store clock), null if none. */
   lastSuccessAt: number | null;
+  /**
+   * The newest row by period that ended (neither running nor pending), with its status: what the
+   * job last came to while its next attempt runs (an every-second job is seldom without one).
+   */
+  lastEnded: { scheduledAt: number; status: RunStatus; finishedAt: number | null; attempt: number; error: string | null } | null;
   /** Within the window asked for: periods that ended failed/timed_out/abandoned with nothing owed, and missed periods. */
   failures: number;
   missed: number;

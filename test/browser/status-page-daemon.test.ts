@@ -27,10 +27,9 @@ afterAll(async () => {
 describe('status page of a real daemon, in Chromium', () => {
   it('shows the runs the daemon recorded: failing filter, the paused job, a click through to a job page', async () => {
     const ws = node.workspace();
-    // Even and odd seconds: the summaries are read again as a run ends, so with both jobs every second
-    // each read landed beside the other job's next attempt, claimed ahead and running (a job's last
-    // run is its newest attempt), and the two rarely both showed an outcome. Apart, each read after
-    // one job's end finds the other's last attempt ended.
+    // Even and odd seconds. The summaries are read again a second after a run ends, so the reads can
+    // lock onto the instants, where one job's next attempt is always claimed ahead and running: what
+    // it last came to is then its newest attempt that ended (`lastEnded`), which the page shows.
     ws.writeJob('steady.mjs', jobSource(`schedule: '*/2 * * * * *',`));
     ws.writeJob('broken.mjs', jobSource(`schedule: '1-59/2 * * * * *',`, `throw new Error('upstream <b>refused</b>');`));
     ws.writeJob('yearly.mjs', jobSource(`schedule: '@yearly', timezone: 'Asia/Shanghai',`));
@@ -43,8 +42,8 @@ describe('status page of a real daemon, in Chromium', () => {
     // Runs of both kinds recorded, and the summaries cache (refreshed every 5 s) has read them.
     let seen: unknown = 'no answer yet';
     await waitFor('a success and a failure on /api/jobs', async () => {
-      const { jobs } = (await (await fetch(`${base}/api/jobs`)).json()) as { jobs: Array<{ name: string; last: { status: string } | null }> };
-      const status = new Map(jobs.map((j) => [j.name, j.last?.status]));
+      const { jobs } = (await (await fetch(`${base}/api/jobs`)).json()) as { jobs: Array<{ name: string; lastEnded: { status: string } | null }> };
+      const status = new Map(jobs.map((j) => [j.name, j.lastEnded?.status]));
       seen = Object.fromEntries(status);
       return status.get('steady') === 'succeeded' && status.get('broken') === 'failed';
     }, 60_000, 500).catch((err: Error) => {

@@ -628,13 +628,13 @@ export function describeRunStore(backend: Backend): void {
       expect((await store.history({ status: 'failed', limit: 500 })).every((r) => r.status === 'failed')).toBe(true);
     });
 
-    it('jobSummaries: ONE statement for every job of the jobs table: newest row, last success, failures with nothing owed and missed periods in the window, running', async () => {
+    it('jobSummaries: ONE statement for every job of the jobs table: newest row, newest ended row, last success, failures with nothing owed and missed periods in the window, running', async () => {
       const database = await Database.open(db.config);
       try {
         const runs = new KnexRunStore(database);
         const jobs = new KnexJobStore(database);
-        const [a, b, none] = [`sum-a-${uid()}`, `sum-b-${uid()}`, `sum-none-${uid()}`];
-        await jobs.declare([a, b, none].map((name) => ({ name, reconciledThrough: null })));
+        const [a, b, none, c] = [`sum-a-${uid()}`, `sum-b-${uid()}`, `sum-none-${uid()}`, `sum-c-${uid()}`];
+        await jobs.declare([a, b, none, c].map((name) => ({ name, reconciledThrough: null })));
         const ok = await inserted(runs, newRun(a, new Date(BASE)));
         await runs.finishRun(ok.id, 'node-a', { status: 'succeeded' });
         // A failure with a retry owed is not (yet) a failed period; one with none left is.
@@ -646,6 +646,10 @@ export function describeRunStore(backend: Backend): void {
         const live = await inserted(runs, newRun(a, new Date(BASE + 4 * MINUTE)));
         const bFail = await inserted(runs, newRun(b, new Date(BASE)));
         await runs.finishRun(bFail.id, 'node-a', { status: 'failed', error: 'nope' });
+        // A job failing every period, its next attempt running: the newest row runs, the newest ended failed.
+        const cFail = await inserted(runs, newRun(c, new Date(BASE)));
+        await runs.finishRun(cFail.id, 'node-a', { status: 'failed', error: 'again' });
+        const cLive = await inserted(runs, newRun(c, new Date(BASE + MINUTE)));
         // Rows of a job that no node declared are not summarised (the jobs table is the list).
         const undeclared = `sum-undeclared-${uid()}`;
         await inserted(runs, newRun(undeclared, new Date(BASE)));
@@ -659,17 +663,20 @@ export function describeRunStore(backend: Backend): void {
         expect(sums.has(undeclared)).toBe(false);
         const sa = sums.get(a)!;
         expect(sa.last).toMatchObject({ scheduledAt: BASE + 5 * MINUTE, status: 'skipped', attempt: 1 });
+        expect(sa.lastEnded).toMatchObject({ scheduledAt: BASE + 5 * MINUTE, status: 'skipped', attempt: 1 });
+        expect(sums.get(c)).toMatchObject({ last: { scheduledAt: BASE + MINUTE, status: 'running' }, lastEnded: { scheduledAt: BASE, status: 'failed', attempt: 1, error: 'again' }, running: 1 });
         expect(sa.lastSuccessAt).toBeGreaterThan(now - 60_000);
         expect(sa.lastSuccessAt).toBeLessThanOrEqual(now + 1000);
         expect({ failures: sa.failures, missed: sa.missed, running: sa.running }).toEqual({ failures: 1, missed: 1, running: 1 });
-        expect(sums.get(b)).toMatchObject({ job: b, last: { scheduledAt: BASE, status: 'failed', attempt: 1, error: 'nope' }, lastSuccessAt: null, failures: 1, missed: 0, running: 0 });
-        expect(sums.get(none)).toEqual({ job: none, last: null, lastSuccessAt: null, failures: 0, missed: 0, running: 0 });
+        expect(sums.get(b)).toMatchObject({ job: b, last: { scheduledAt: BASE, status: 'failed', attempt: 1, error: 'nope' }, lastEnded: { scheduledAt: BASE, status: 'failed', attempt: 1, error: 'nope' }, lastSuccessAt: null, failures: 1, missed: 0, running: 0 });
+        expect(sums.get(none)).toEqual({ job: none, last: null, lastEnded: null, lastSuccessAt: null, failures: 0, missed: 0, running: 0 });
         // A window that starts after every row: no failures or missed, the rest as before.
         const later = await runs.jobSummaries(now + 3_600_000);
         expect(later.get(a)).toMatchObject({ failures: 0, missed: 0, running: 1, lastSuccessAt: sa.lastSuccessAt });
         expect(later.get(b)).toMatchObject({ failures: 0, last: { status: 'failed' } });
         // Nothing left running for the cases after this one (a lapsed lease is a stale run to them).
         await runs.finishRun(live.id, 'node-a', { status: 'succeeded' });
+        await runs.finishRun(cLive.id, 'node-a', { status: 'succeeded' });
       } finally {
         await database.close();
       }

@@ -94,6 +94,7 @@ function jobView(job: FixtureJob, now: Date): JobView {
     name: job.name, schedule: job.schedule, timezone: job.timezone,
     next: nextPeriods(schedule, now, 3).map((d) => d.toISOString()),
     last: newest ? { scheduledAt: newest.scheduledAt, status: newest.status, finishedAt: newest.finishedAt, attempt: newest.attempt, error: newest.error } : null,
+    lastEnded: ((e) => (e ? { scheduledAt: e.scheduledAt, status: e.status, finishedAt: e.finishedAt, attempt: e.attempt, error: e.error } : null))(job.runs.find((r) => r.status !== 'running' && r.status !== 'pending')),
     lastSuccessAt: success?.finishedAt ?? null,
     paused: job.paused ?? null, running: job.running ?? 0, failures24h: job.failures24h ?? 0, missed24h: job.missed24h ?? 0,
     overlap: 'skip', timeout: 600_000, retries: 2, shards: 1, file: `/etc/cluster-cron/jobs/${job.name}.ts`,

@@ -16,12 +16,15 @@ const FILTER_LABELS: Record<JobFilter, string> = { failing: 'failing', never: 'n
 
 /**
  * failing: the newest attempt ended failed, timed out or abandoned, or a further attempt of such a
- * one is owed (pending, attempt 2 or later).
+ * one is owed (pending, attempt 2 or later); while the newest attempt runs, the newest that ended
+ * decides (a job failing every second is seldom without an attempt running).
  */
 export function matchesFilter(job: JobView, filter: JobFilter): boolean {
   switch (filter) {
     case 'failing':
-      return job.last !== null && (isFailure(job.last.status) || (job.last.status === 'pending' && job.last.attempt > 1));
+      if (job.last === null) return false;
+      if (job.last.status === 'running') return job.lastEnded !== null && isFailure(job.lastEnded.status);
+      return isFailure(job.last.status) || (job.last.status === 'pending' && job.last.attempt > 1);
     case 'never':
       return job.last === null;
     case 'paused':
@@ -138,7 +141,8 @@ function firstLine(text: string | null, max = 120): string | null {
 
 function jobRow(job: JobView, now: Date): Markup {
   const [next, ...later] = job.next;
-  const last = job.last;
+  // While the newest attempt runs (the running column says so), the last run shown is the newest that ended.
+  const last = job.last?.status === 'running' && job.lastEnded ? job.lastEnded : job.last;
   return html`<tr data-job="${job.name}">
 <td class="name"><a href="${jobHref(job.name)}">${job.name}</a></td>
 <td class="wide"><code class="expr">${job.schedule}</code></td>
