@@ -690,14 +690,28 @@ export class Executor {
       return 'present';
     }
     let back: RunRecord | null = null;
-    if (!rows.some((r) => r.attempt >= run.attempt)) {
-      const inserted = await this.store.insertRun({
-        job: run.job, scheduledAt: run.scheduledAt, periodKey: run.periodKey, shard: run.shard, attempt: run.attempt, trigger: run.trigger, nodeId: this.nodeId, leaseMs: e.leaseMs,
-      });
-      if (inserted.outcome === 'inserted') {
+    // Twice at most: an INSERT that finds the key taken raced another node's row of this period (a
+    // catch-up's skip, most often, written at the same moment): read again and judge that row.
+    for (let tries = 0; tries < 2 && !back; tries++) {
+      if (tries > 0) rows.splice(0, rows.length, ...(await this.store.periodRuns(run.job, run.scheduledAt, run.shard)));
+      const later = rows.filter((r) => r.attempt >= run.attempt);
+      if (later.length === 0) {
+        const inserted = await this.store.insertRun({
+          job: run.job, scheduledAt: run.scheduledAt, periodKey: run.periodKey, shard: run.shard, attempt: run.attempt, trigger: run.trigger, nodeId: this.nodeId, leaseMs: e.leaseMs,
+        });
+        if (inserted.outcome !== 'inserted') continue;
         const ended = await this.endWrittenBack(inserted.run, outcome, e);
         if (ended.written) back = inserted.run;
+      } else if (later.length === 1 && later[0]!.attempt === run.attempt && later[0]!.status === 'skipped') {
+        // Another node, finding the period without a row after the store moved, recorded it skipped
+        // (coalesced or missed by its catch-up, or overlap, or paused): no body ran under that row, and
+        // this node's did. The row becomes this attempt's, with its outcome: history says what ran.
+        const reclaimed = await this.store.reclaimSkipped(later[0]!.id, this.nodeId, e.leaseMs, run.trigger);
+        if (!reclaimed) continue;
+        const ended = await this.endWrittenBack(reclaimed, outcome, e);
+        if (ended.written) back = reclaimed;
       }
+      break;
     }
     if (back) {
       log.error({ lostRunId: run.id, runId: back.id, status: e.outcome.status },

@@ -4,6 +4,7 @@
  */
 import type { Knex } from 'knex';
 import type { StoreConfig } from '../config/config.js';
+import type { Trigger } from '../jobs/types.js';
 import { decideEnd } from '../run/owed.js';
 import { DEFAULT_MAX_RESULT_BYTES, serialiseResult } from '../run/outcome.js';
 import { StoreUnavailableError } from '../errors.js';
@@ -682,6 +683,17 @@ export class KnexRunStore implements RunStore {
     return this.wrap('release pending run', async () => {
       const updated = await this.table().where({ id: runId, node_id: nodeId, status: 'running' }).update({ status: 'pending', heartbeat_at: null, run_at: this.db.nowRaw() });
       return Number(updated) > 0;
+    });
+  }
+
+  async reclaimSkipped(runId: string, nodeId: string, leaseMs: number, trigger: Trigger): Promise<RunRecord | null> {
+    return this.leased('reclaim skipped run', leaseMs, async () => {
+      const updated = await this.table()
+        .where({ id: runId, status: 'skipped' })
+        .update({ status: 'running', reason: null, trigger, node_id: nodeId, started_at: this.db.nowRaw(), claimed_at: this.db.nowRaw(), heartbeat_at: this.db.nowRaw(), finished_at: null, duration_ms: null, lease_ms: leaseMs });
+      if (Number(updated) === 0) return null;
+      const row = await this.table().where({ id: runId }).first<Row | undefined>();
+      return row ? toRecord(row) : null;
     });
   }
 

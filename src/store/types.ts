@@ -223,6 +223,12 @@ export interface RunStore {
   claimPending(runId: string, nodeId: string, leaseMs: number): Promise<RunRecord | null>;
   /** Gives back an owed attempt this node just claimed (it must wait, e.g. for overlap): running -> pending, due again at once. */
   releasePending(runId: string, nodeId: string): Promise<boolean>;
+  /**
+   * Turns a `skipped` row (no body ran under it) into this node's running attempt, for an outcome
+   * written back: the store lost the row of an attempt this node ran, and a catch-up or a claim
+   * recorded the period skipped meanwhile. Null when the row is no longer skipped.
+   */
+  reclaimSkipped(runId: string, nodeId: string, leaseMs: number, trigger: Trigger): Promise<RunRecord | null>;
   /** Ends a pending attempt nobody can run (its job is defined on no live node). */
   abandonPending(runId: string, reason: string): Promise<boolean>;
   /**

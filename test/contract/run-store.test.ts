@@ -1102,6 +1102,18 @@ export function describeRunStore(backend: Backend): void {
         });
       });
 
+      it('reclaimSkipped turns a skipped row (no body ran) into this node\'s running attempt, once; a row that is not skipped is left alone', async () => {
+        const job = `reclaim-${uid()}`;
+        const at = new Date(BASE);
+        expect(await ps.insertSkipped([skipped(job, at, { nodeId: 'node-s' })])).toBe(1);
+        const [row] = await ps.periodRuns(job, at);
+        const got = await ps.reclaimSkipped(row!.id, 'node-w', 30_000, 'schedule');
+        expect(got).toMatchObject({ id: row!.id, status: 'running', nodeId: 'node-w', reason: null, finishedAt: null, trigger: 'schedule', attempt: 1 });
+        expect(await ps.reclaimSkipped(row!.id, 'node-x', 30_000, 'schedule')).toBeNull();
+        expect((await ps.endAttempt(got!, 'node-w', { status: 'succeeded', result: 1 }, null)).written).toBe(true);
+        expect((await ps.periodRuns(job, at)).map((r) => [r.attempt, r.status, r.nodeId])).toEqual([[1, 'succeeded', 'node-w']]);
+      });
+
       it('releasePending gives a claimed attempt back (due again at once); only its node can', async () => {
         const job = `release-${uid()}`;
         const p = await pending(job, -10);

@@ -138,4 +138,19 @@ describe('a finished attempt whose row the store lost (written before the failov
     await executor.verifySettled('test: again');
     expect(events.filter((e) => e.type === 'row-lost'), 'said once').toHaveLength(1);
   });
+
+  it('a period another node recorded skipped meanwhile (its catch-up found no row: coalesced) becomes the attempt that ran, with its outcome', async () => {
+    const events: SchedulerEvent[] = [];
+    const executor = new Executor(real, 'n1', pino({ level: 'silent' }), { events: { emit: (e: SchedulerEvent) => events.push(e) } });
+    const at = new Date(Date.UTC(2026, 0, 5));
+    const key = `fin-e@${at.toISOString()}`;
+    const inserted = await real.insertRun({ job: 'fin-e', scheduledAt: at, periodKey: key, attempt: 1, trigger: 'schedule', nodeId: 'n1', leaseMs: 30_000 });
+    if (inserted.outcome !== 'inserted') throw new Error('setup');
+    await executor.execute({ name: 'fin-e', timeoutMs: null, lockTtlMs: 30_000, retries: 0, retryDelayMs: 1000, run: async () => 'shipped' } as unknown as Job, inserted.run, null);
+    await side(RUNS_TABLE).where({ id: Number(inserted.run.id) }).delete();
+    expect(await real.insertSkipped([{ job: 'fin-e', scheduledAt: at, periodKey: key, trigger: 'catch-up', nodeId: 'n2', reason: 'coalesced' }])).toBe(1);
+    await executor.verifySettled('test');
+    expect((await real.periodRuns('fin-e', at)).map((r) => [r.attempt, r.nodeId, r.status, r.reason, r.trigger, r.result])).toEqual([[1, 'n1', 'succeeded', null, 'schedule', 'shipped']]);
+    expect(events.filter((e) => e.type === 'row-lost')).toMatchObject([{ job: 'fin-e', restored: true }]);
+  });
 });
