@@ -9,7 +9,7 @@ import { errorMessage, StoreUnavailableError } from '../errors.js';
 import type { AbortReason, Job, Trigger } from '../jobs/types.js';
 import type { Logger } from '../log.js';
 import type { Lease } from '../claim/lock.js';
-import type { FinalStatus, OnceStore, RunOutcome, RunRecord, RunStore } from '../store/types.js';
+import type { FinalStatus, OnceStore, RetryPolicy, RunOutcome, RunRecord, RunStore } from '../store/types.js';
 import { periodKey } from '../time/schedule.js';
 import { jitterDelayMs } from '../time/jitter.js';
 import { runBody, type BodyOutcome } from './body.js';
@@ -101,6 +101,8 @@ function notStarted(reason: AbortReason): RunOutcome {
 
 /** A first attempt's lock key outlives its period's catchUp by this much (the reconciler looks 3 s behind now). */
 const KEEP_MARGIN_MS = 10_000;
+/** A later attempt's lock key is kept this long after its end at least (see the settle in attempt()): longer than a managed database's failover. */
+const KEEP_OWED_MS = 120_000;
 
 /** How often the self-fencing watchdog looks at the attempts in flight. */
 const FENCE_CHECK_MS = 100;
@@ -279,8 +281,13 @@ export class Executor {
     // and two commands per master and period; it expires after its lockTtl instead (or is released
     // with the others at a clean stop). The key of a first attempt that ran is kept until its period
     // is older than catchUp: a store that loses the row (an asynchronous replica promoted) cannot by
-    // itself make the period run again, since its catch-up claim meets the key.
-    lease?.settle(run.attempt === 1 && written.written ? run.scheduledAt.getTime() + job.catchUpMs + KEEP_MARGIN_MS : undefined);
+    // itself make the period run again, since its catch-up claim meets the key. A later attempt's key
+    // (a retry, an owed attempt: claimed from a pending row, whatever the period's age) is kept for
+    // KEEP_OWED_MS after its end, or as long as the first attempt's if that is longer: a failover that
+    // loses the claim of a pending row puts it back to pending, and a node claiming it again meets the key.
+    lease?.settle(!written.written ? undefined
+      : run.attempt === 1 ? run.scheduledAt.getTime() + job.catchUpMs + KEEP_MARGIN_MS
+        : Math.max(run.scheduledAt.getTime() + job.catchUpMs, Date.now() + KEEP_OWED_MS) + KEEP_MARGIN_MS);
     const durationMs = Math.round(ended - started);
     const line = { status: written.status, durationMs, ...(outcome.error ? { error: outcome.error } : {}) };
     if (written.status === 'succeeded') log.info(line, 'run succeeded');
@@ -653,11 +660,11 @@ export class Executor {
    * running and left so would look live for its lease and then be taken over and run again), for
    * half the job's lease at most; after that the takeover judges it as any row whose node went quiet.
    */
-  private async endWrittenBack(row: RunRecord, outcome: () => RunOutcome, e: SettledAttempt): Promise<{ written: boolean }> {
+  private async endWrittenBack(row: RunRecord, outcome: () => RunOutcome, e: SettledAttempt, policy: RetryPolicy | null = e.policy): Promise<{ written: boolean }> {
     const until = performance.now() + e.leaseMs / 2;
     for (;;) {
       try {
-        return await this.store.endAttempt(row, this.nodeId, outcome(), e.policy);
+        return await this.store.endAttempt(row, this.nodeId, outcome(), policy);
       } catch (err) {
         if (!(err instanceof StoreUnavailableError) || performance.now() > until) throw err;
         await new Promise((r) => setTimeout(r, 200));
@@ -695,12 +702,15 @@ export class Executor {
     for (let tries = 0; tries < 2 && !back; tries++) {
       if (tries > 0) rows.splice(0, rows.length, ...(await this.store.periodRuns(run.job, run.scheduledAt, run.shard)));
       const later = rows.filter((r) => r.attempt >= run.attempt);
-      if (later.length === 0) {
+      if (!later.some((r) => r.attempt === run.attempt)) {
+        // No row of this attempt. A later attempt's row may be there (the next attempt, owed by this
+        // outcome, written back by its own node first): then this one is written with no retry
+        // policy, the next attempt existing already.
         const inserted = await this.store.insertRun({
           job: run.job, scheduledAt: run.scheduledAt, periodKey: run.periodKey, shard: run.shard, attempt: run.attempt, trigger: run.trigger, nodeId: this.nodeId, leaseMs: e.leaseMs,
         });
         if (inserted.outcome !== 'inserted') continue;
-        const ended = await this.endWrittenBack(inserted.run, outcome, e);
+        const ended = await this.endWrittenBack(inserted.run, outcome, e, later.length === 0 ? e.policy : null);
         if (ended.written) back = inserted.run;
       } else if (later.length === 1 && later[0]!.attempt === run.attempt && later[0]!.status === 'skipped') {
         // Another node, finding the period without a row after the store moved, recorded it skipped
@@ -710,6 +720,13 @@ export class Executor {
         if (!reclaimed) continue;
         const ended = await this.endWrittenBack(reclaimed, outcome, e);
         if (ended.written) back = reclaimed;
+      } else if (later.length === 1 && later[0]!.attempt === run.attempt && later[0]!.status === 'pending') {
+        // This owed attempt's claim was lost (the row is pending again, as before this node claimed
+        // it): claimed again here, for the outcome this node has, before another node runs it again.
+        const claimed = await this.store.claimPending(later[0]!.id, this.nodeId, e.leaseMs);
+        if (!claimed) continue;
+        const ended = await this.endWrittenBack(claimed, outcome, e);
+        if (ended.written) back = claimed;
       }
       break;
     }

@@ -153,4 +153,37 @@ describe('a finished attempt whose row the store lost (written before the failov
     expect((await real.periodRuns('fin-e', at)).map((r) => [r.attempt, r.nodeId, r.status, r.reason, r.trigger, r.result])).toEqual([[1, 'n1', 'succeeded', null, 'schedule', 'shipped']]);
     expect(events.filter((e) => e.type === 'row-lost')).toMatchObject([{ job: 'fin-e', restored: true }]);
   });
+
+  it('an attempt whose row was lost while the next attempt (owed by it) was written back first: written back too, with no further attempt owed', async () => {
+    const executor = new Executor(real, 'n1', pino({ level: 'silent' }), {});
+    const at = new Date(Date.UTC(2026, 0, 6));
+    const key = `fin-f@${at.toISOString()}`;
+    const inserted = await real.insertRun({ job: 'fin-f', scheduledAt: at, periodKey: key, attempt: 1, trigger: 'schedule', nodeId: 'n1', leaseMs: 30_000 });
+    if (inserted.outcome !== 'inserted') throw new Error('setup');
+    const result = await executor.execute({ name: 'fin-f', timeoutMs: null, lockTtlMs: 30_000, retries: 1, retryDelayMs: 1000, run: async () => { throw new Error('first fails'); } } as unknown as Job, inserted.run, null);
+    expect(result.next?.attempt).toBe(2);
+    // The failover lost both rows; attempt 2's node wrote its own back (here: succeeded) first.
+    await side(RUNS_TABLE).where({ job: 'fin-f' }).delete();
+    const second = await real.insertRun({ job: 'fin-f', scheduledAt: at, periodKey: key, attempt: 2, trigger: 'retry', nodeId: 'n2', leaseMs: 30_000 });
+    if (second.outcome !== 'inserted') throw new Error('setup');
+    await real.endAttempt(second.run, 'n2', { status: 'succeeded' }, null);
+    await executor.verifySettled('test');
+    expect((await real.periodRuns('fin-f', at)).map((r) => [r.attempt, r.nodeId, r.status])).toEqual([[1, 'n1', 'failed'], [2, 'n2', 'succeeded']]);
+  });
+
+  it('an owed attempt whose claim the store lost (its row pending again) is claimed back with the outcome this node has, not left for another node to run again', async () => {
+    const executor = new Executor(real, 'n1', pino({ level: 'silent' }), {});
+    const at = new Date(Date.UTC(2026, 0, 7));
+    const key = `fin-g@${at.toISOString()}`;
+    const first = await real.insertRun({ job: 'fin-g', scheduledAt: at, periodKey: key, attempt: 1, trigger: 'schedule', nodeId: 'n0', leaseMs: 30_000 });
+    if (first.outcome !== 'inserted') throw new Error('setup');
+    const owed = (await real.endAttempt(first.run, 'n0', { status: 'failed', error: 'first fails' }, { retries: 1, retryDelayMs: 0 })).next!;
+    await sleep(5);
+    const claimed = (await real.claimPending(owed.id, 'n1', 30_000))!;
+    await executor.execute({ name: 'fin-g', timeoutMs: null, lockTtlMs: 30_000, retries: 1, retryDelayMs: 0, run: async () => 'second' } as unknown as Job, claimed, null);
+    // The failover: the claim and the outcome lost, the row pending again.
+    await side(RUNS_TABLE).where({ id: Number(owed.id) }).update({ status: 'pending', node_id: 'n0', finished_at: null, duration_ms: null, result: null, heartbeat_at: null, run_at: Date.now() - 1000 });
+    await executor.verifySettled('test');
+    expect((await real.periodRuns('fin-g', at)).map((r) => [r.attempt, r.nodeId, r.status, r.result])).toEqual([[1, 'n0', 'failed', null], [2, 'n1', 'succeeded', 'second']]);
+  });
 });
