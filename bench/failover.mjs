@@ -2,17 +2,20 @@
 /**
  * Store failovers under three daemons, N times in a row (issue 20's figures):
  *
- *   node bench/failover.mjs [--scenario pg-sync|galera-kill] [--rounds 10] [--json-out FILE]
+ *   node bench/failover.mjs [--scenario pg-sync|galera-kill|galera-partition|all] [--rounds 10] [--json-out FILE]
  *
  * pg-sync: a PostgreSQL primary and a synchronous standby started here (test/harness/pg-replicas.mjs),
  * the daemons on libpq's multi-host URL, no Redis. Each round: a long body running, the primary
  * crashed (immediate stop), the standby promoted 2 s later, the old primary rebuilt as the new one's
  * standby. galera-kill: three MariaDB Galera nodes (test/harness/galera.mjs), the daemons on the host
  * list, no Redis; each round the node the daemons write to is killed (kill -9) while a long body
- * runs, restarted 12 s later, and the round ends once it is synced again.
+ * runs, restarted 12 s later, and the round ends once it is synced again; galera-partition: the same
+ * node isolated into a minority (gmcast.isolate) instead, healed 12 s later. The node faulted is the one
+ * the daemons last said they moved to (node 0 at first), so rounds alternate between nodes 0 and 1.
+ * (pg-async is not written yet.)
  * Jobs: an every-second job (50 ms body, catchUp 1m) and a 20 s job whose 8 s body spans the fault.
  * Counted from the bodies' own records and the rows (`history --json`): the time from the kill to the
- * first run recorded after it (and, PostgreSQL, from the promotion's end), periods run more than 1 s
+ * first run recorded after it (Galera: of a period due after the kill; PostgreSQL: also from the promotion's end), periods run more than 1 s
  * late and the latest, duplicate starts, lost periods (an every-second period of the window with no
  * body start and no row), lost outcomes (a body that ended whose row is not final with that outcome),
  * starts with no row, daemon exits. Exit 1 on a duplicate, a lost period or a lost outcome.
@@ -26,7 +29,7 @@ import { startPgReplicas } from '../test/harness/pg-replicas.mjs';
 import { Workspace } from '../test/harness/workspace.mjs';
 import { benchOptions } from './lib.mjs';
 
-const SCENARIOS = ['pg-sync', 'galera-kill'];
+const SCENARIOS = ['pg-sync', 'galera-kill', 'galera-partition'];
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const say = (line) => process.stderr.write(`[failover ${new Date().toISOString().slice(11, 23)}] ${line}\n`);
 
@@ -67,7 +70,7 @@ async function pgSync() {
   };
 }
 
-async function galeraKill(logs) {
+async function galeraKill(logs, partition = false) {
   const missing = galeraMissing();
   if (missing.length > 0) throw new Error(`Galera needs: ${missing.join(', ')}`);
   const galera = await startGalera();
@@ -80,13 +83,15 @@ async function galeraKill(logs) {
       const moved = logs().filter((l) => l.msg === 'store: writing to another host of the list (failover)').at(-1);
       const i = moved ? byPort.get(String(moved.storeHost)) ?? 0 : 0;
       const at = Date.now();
-      await galera.kill(i);
-      return { at, node: i, repair: async () => { await sleep(Math.max(0, at + 12_000 - Date.now())); await galera.restart(i); } };
+      if (partition) await galera.isolate(i);
+      else await galera.kill(i);
+      return { at, node: i, repair: async () => { await sleep(Math.max(0, at + 12_000 - Date.now())); await (partition ? galera.heal(i) : galera.restart(i)); } };
     },
     async firstRunAfter(t) {
       for (const n of galera.nodes) {
         try {
-          const rows = await n.query('SELECT started_at FROM ??.scheduler_runs WHERE started_at > ? ORDER BY started_at LIMIT 1', [db, t]);
+          // A period due after the kill: a row committed at the kill's instant (replicated before the node died) says nothing.
+          const rows = await n.query('SELECT started_at FROM ??.scheduler_runs WHERE started_at > ? AND scheduled_at > ? ORDER BY started_at LIMIT 1', [db, t, t]);
           return rows[0] ? Number(rows[0].started_at) : undefined;
         } catch {
           // That node is the one down: the next.
@@ -104,7 +109,7 @@ async function scenario(name, rounds) {
   let store;
   try {
     const logs = () => cluster?.logs() ?? [];
-    store = name === 'pg-sync' ? await pgSync() : await galeraKill(logs);
+    store = name === 'pg-sync' ? await pgSync() : await galeraKill(logs, name === 'galera-partition');
     cluster = new Cluster(ws, { SCHEDULER_STORE: store.url });
     for (const [file, src] of Object.entries(JOBS)) ws.writeJob(file, src);
     for (const n of ['f1', 'f2', 'f3']) cluster.start(n);
@@ -161,7 +166,7 @@ async function scenario(name, rounds) {
 async function main() {
   const flags = benchOptions(process.argv.slice(2), {
     strings: ['scenario', 'rounds', 'json-out'],
-    usage: 'usage: node bench/failover.mjs [--scenario pg-sync|galera-kill|all] [--rounds 10] [--json-out FILE]\n',
+    usage: 'usage: node bench/failover.mjs [--scenario pg-sync|galera-kill|galera-partition|all] [--rounds 10] [--json-out FILE]\n',
   });
   const rounds = Number(flags.rounds ?? 10);
   if (!Number.isInteger(rounds) || rounds < 1) throw new Error(`--rounds: expected a whole number >= 1, got ${flags.rounds}`);
