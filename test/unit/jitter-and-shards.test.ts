@@ -140,7 +140,7 @@ describe('a period\'s shards shown together', () => {
   });
 
   it('status page: a sharded job\'s page has a shard column, its rows marked by shard', () => {
-    const base = { name: 'split', schedule: '* * * * * *', timezone: 'UTC', next: [], last: null, lastSuccessAt: null, paused: null, running: 0, failures24h: 0, missed24h: 0, overlap: 'skip' as const, timeout: null, retries: 0, file: 'jobs/split.mjs' };
+    const base = { name: 'split', schedule: '* * * * * *', timezone: 'UTC', next: [], last: null, lastEnded: null, lastSuccessAt: null, paused: null, running: 0, failures24h: 0, missed24h: 0, overlap: 'skip' as const, timeout: null, retries: 0, file: 'jobs/split.mjs' };
     const detail = { job: { ...base, shards: 4 }, runs: adjacentPeriods(runs).filter((r) => r.job === 'split').map(runView), periods: [] };
     const html = String(jobPageBody(detail, at('2026-12-01T10:01:00Z')));
     expect(html).toContain('<th>shard</th>');

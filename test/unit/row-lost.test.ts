@@ -164,7 +164,7 @@ describe('a finished attempt whose row the store lost (written before the failov
     expect(result.next?.attempt).toBe(2);
     // The failover lost both rows; attempt 2's node wrote its own back (here: succeeded) first.
     await side(RUNS_TABLE).where({ job: 'fin-f' }).delete();
-    const second = await real.insertRun({ job: 'fin-f', scheduledAt: at, periodKey: key, attempt: 2, trigger: 'retry', nodeId: 'n2', leaseMs: 30_000 });
+    const second = await real.insertRun({ job: 'fin-f', scheduledAt: at, periodKey: key, attempt: 2, trigger: 'schedule', nodeId: 'n2', leaseMs: 30_000 });
     if (second.outcome !== 'inserted') throw new Error('setup');
     await real.endAttempt(second.run, 'n2', { status: 'succeeded' }, null);
     await executor.verifySettled('test');
