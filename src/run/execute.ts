@@ -104,6 +104,11 @@ const KEEP_MARGIN_MS = 10_000;
 /** A later attempt's lock key is kept this long after its end at least (see the settle in attempt()): longer than a managed database's failover. */
 const KEEP_OWED_MS = 120_000;
 
+/** An attempt of a period, as a key (job, instant, shard, attempt). */
+function attemptOf(run: Pick<RunRecord, 'job' | 'scheduledAt' | 'shard'>, attempt: number): string {
+  return `${run.job}\u0000${run.scheduledAt.getTime()}\u0000${run.shard}\u0000${attempt}`;
+}
+
 /** How often the self-fencing watchdog looks at the attempts in flight. */
 const FENCE_CHECK_MS = 100;
 
@@ -643,10 +648,15 @@ export class Executor {
     // exactly below). A row left running lost its outcome write: a candidate too.
     const withRows = await this.store.rowsInRanges([...spans].map(([job, s]) => ({ job, ...s, shards: 1, nodeId: this.nodeId, finalOnly: true })));
     const candidates = entries.filter((e) => e.run.shard !== 0 || !withRows.get(e.run.job)?.has(e.run.scheduledAt.getTime()));
+    // The attempts this node holds an outcome of: an attempt whose next one is among them is written
+    // back owing nothing (that next attempt's own outcome is written back too, not run again).
+    const kept = new Set(entries.map((e) => attemptOf(e.run, e.run.attempt)));
     let lost = 0;
     let restored = 0;
+    // Earlier attempts first, so that an attempt's row is back before its next attempt's.
+    candidates.sort((a, b) => a.run.scheduledAt.getTime() - b.run.scheduledAt.getTime() || a.run.attempt - b.run.attempt);
     for (const e of candidates) {
-      const outcome = await this.writeBack(e);
+      const outcome = await this.writeBack(e, kept.has(attemptOf(e.run, e.run.attempt + 1)));
       if (outcome !== 'present') lost++;
       if (outcome === 'restored') restored++;
     }
@@ -673,7 +683,7 @@ export class Executor {
   }
 
   /** One kept outcome whose period showed no row: read exactly, and written again when it is gone. */
-  private async writeBack(e: SettledAttempt): Promise<'present' | 'restored' | 'elsewhere'> {
+  private async writeBack(e: SettledAttempt, nextKept = false): Promise<'present' | 'restored' | 'elsewhere'> {
     const { run } = e;
     const rows = await this.store.periodRuns(run.job, run.scheduledAt, run.shard);
     const mine = rows.find((r) => r.attempt === run.attempt && r.nodeId === this.nodeId);
@@ -686,7 +696,7 @@ export class Executor {
     if (mine?.status === 'running') {
       // The claim survived, the outcome did not: written again on the row (conditional on it still
       // being this node's and running, as every outcome write is).
-      const ended = await this.endWrittenBack(mine, outcome, e);
+      const ended = await this.endWrittenBack(mine, outcome, e, nextKept ? null : e.policy);
       if (ended.written) {
         log.error({ runId: mine.id, status: e.outcome.status },
           'the store lost this finished attempt\'s outcome (most likely a failover to a replica that had not received it: asynchronous replication); its outcome written back by this node');
@@ -710,7 +720,7 @@ export class Executor {
           job: run.job, scheduledAt: run.scheduledAt, periodKey: run.periodKey, shard: run.shard, attempt: run.attempt, trigger: run.trigger, nodeId: this.nodeId, leaseMs: e.leaseMs,
         });
         if (inserted.outcome !== 'inserted') continue;
-        const ended = await this.endWrittenBack(inserted.run, outcome, e, later.length === 0 ? e.policy : null);
+        const ended = await this.endWrittenBack(inserted.run, outcome, e, later.length === 0 && !nextKept ? e.policy : null);
         if (ended.written) back = inserted.run;
       } else if (later.length === 1 && later[0]!.attempt === run.attempt && later[0]!.status === 'skipped') {
         // Another node, finding the period without a row after the store moved, recorded it skipped

@@ -186,4 +186,21 @@ describe('a finished attempt whose row the store lost (written before the failov
     await executor.verifySettled('test');
     expect((await real.periodRuns('fin-g', at)).map((r) => [r.attempt, r.nodeId, r.status, r.result])).toEqual([[1, 'n0', 'failed', null], [2, 'n1', 'succeeded', 'second']]);
   });
+
+  it('both attempts of a period lost (the first failed, owing the second, which this node ran too): both written back, no third attempt and no pending one left to run again', async () => {
+    const executor = new Executor(real, 'n1', pino({ level: 'silent' }), {});
+    const at = new Date(Date.UTC(2026, 0, 8));
+    const key = `fin-h@${at.toISOString()}`;
+    const job = { name: 'fin-h', timeoutMs: null, lockTtlMs: 30_000, retries: 1, retryDelayMs: 1000, run: async (ctx: { attempt: number }) => { if (ctx.attempt === 1) throw new Error('first fails'); return 'second'; } } as unknown as Job;
+    const first = await real.insertRun({ job: 'fin-h', scheduledAt: at, periodKey: key, attempt: 1, trigger: 'schedule', nodeId: 'n1', leaseMs: 30_000 });
+    if (first.outcome !== 'inserted') throw new Error('setup');
+    const r1 = await executor.execute(job, first.run, null);
+    await sleep(1100);
+    const second = (await real.claimPending(r1.next!.id, 'n1', 30_000))!;
+    await executor.execute(job, second, null);
+    // The failover lost both rows.
+    await side(RUNS_TABLE).where({ job: 'fin-h' }).delete();
+    await executor.verifySettled('test');
+    expect((await real.periodRuns('fin-h', at)).map((r) => [r.attempt, r.nodeId, r.status])).toEqual([[1, 'n1', 'failed'], [2, 'n1', 'succeeded']]);
+  });
 });
