@@ -224,13 +224,9 @@ export class Claimer {
         this.inDoubt.note(doubt, err);
         throw err;
       });
-      let ours = false;
       try {
         const [inserted, live, paused] = await Promise.all([
-          insert.then((r) => {
-            ours = r.outcome === 'inserted';
-            return r;
-          }),
+          insert,
           check !== 'none' ? this.liveRuns({ job: job.name, leaseMs: ttl }) : Promise.resolve([]),
           this.pauseOf(job.name, ignorePause),
         ]);
@@ -252,7 +248,7 @@ export class Claimer {
         return { outcome: 'won', run: inserted.run, sentAt };
       } catch (err) {
         // The INSERT may answer after a read beside it failed: wait for it, to know whether the row is ours.
-        await insert.then((r) => (ours = r.outcome === 'inserted'), () => undefined);
+        const ours = await insert.then((r) => r.outcome === 'inserted', () => false);
         // Our row committed, but the claim failed after it (a read beside the INSERT, the skip written
         // after it): a running row with no body, which would look live for a whole lease (later
         // periods of an overlap 'skip' job skipped because of it). Given back once the store answers.

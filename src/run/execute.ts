@@ -707,37 +707,38 @@ export class Executor {
       return 'present';
     }
     let back: RunRecord | null = null;
-    // Twice at most: an INSERT that finds the key taken raced another node's row of this period (a
-    // catch-up's skip, most often, written at the same moment): read again and judge that row.
-    for (let tries = 0; tries < 2 && !back; tries++) {
+    // Twice at most (see the `continue` below).
+    for (let tries = 0; tries < 2; tries++) {
       if (tries > 0) rows.splice(0, rows.length, ...(await this.store.periodRuns(run.job, run.scheduledAt, run.shard)));
       const later = rows.filter((r) => r.attempt >= run.attempt);
+      const same = later.length === 1 && later[0]!.attempt === run.attempt ? later[0]! : undefined;
+      let row: RunRecord | null;
+      let policy: RetryPolicy | null = e.policy;
       if (!later.some((r) => r.attempt === run.attempt)) {
         // No row of this attempt. A later attempt's row may be there (the next attempt, owed by this
-        // outcome, written back by its own node first): then this one is written with no retry
-        // policy, the next attempt existing already.
+        // outcome, written back by its own node first), or this node holds the next attempt's outcome
+        // too: then this one is written owing nothing.
         const inserted = await this.store.insertRun({
           job: run.job, scheduledAt: run.scheduledAt, periodKey: run.periodKey, shard: run.shard, attempt: run.attempt, trigger: run.trigger, nodeId: this.nodeId, leaseMs: e.leaseMs,
         });
-        if (inserted.outcome !== 'inserted') continue;
-        const ended = await this.endWrittenBack(inserted.run, outcome, e, later.length === 0 && !nextKept ? e.policy : null);
-        if (ended.written) back = inserted.run;
-      } else if (later.length === 1 && later[0]!.attempt === run.attempt && later[0]!.status === 'skipped') {
+        row = inserted.outcome === 'inserted' ? inserted.run : null;
+        if (later.length > 0 || nextKept) policy = null;
+      } else if (same?.status === 'skipped') {
         // Another node, finding the period without a row after the store moved, recorded it skipped
         // (coalesced or missed by its catch-up, or overlap, or paused): no body ran under that row, and
         // this node's did. The row becomes this attempt's, with its outcome: history says what ran.
-        const reclaimed = await this.store.reclaimSkipped(later[0]!.id, this.nodeId, e.leaseMs, run.trigger);
-        if (!reclaimed) continue;
-        const ended = await this.endWrittenBack(reclaimed, outcome, e);
-        if (ended.written) back = reclaimed;
-      } else if (later.length === 1 && later[0]!.attempt === run.attempt && later[0]!.status === 'pending') {
+        row = await this.store.reclaimSkipped(same.id, this.nodeId, e.leaseMs, run.trigger);
+      } else if (same?.status === 'pending') {
         // This owed attempt's claim was lost (the row is pending again, as before this node claimed
         // it): claimed again here, for the outcome this node has, before another node runs it again.
-        const claimed = await this.store.claimPending(later[0]!.id, this.nodeId, e.leaseMs);
-        if (!claimed) continue;
-        const ended = await this.endWrittenBack(claimed, outcome, e);
-        if (ended.written) back = claimed;
+        row = await this.store.claimPending(same.id, this.nodeId, e.leaseMs);
+      } else {
+        break;
       }
+      // Null: the row changed under this read (an INSERT meeting a row written at the same moment,
+      // most often a catch-up's skip): read again and judge that one.
+      if (!row) continue;
+      if ((await this.endWrittenBack(row, outcome, e, policy)).written) back = row;
       break;
     }
     if (back) {

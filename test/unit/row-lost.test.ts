@@ -50,6 +50,14 @@ async function attempt(name: string, lockTtlMs: number, bodyMs: number, loseAfte
   return { result, events, lostId, rows: await real.periodRuns(name, scheduledAt) };
 }
 
+/** Attempt 1 of `name` at `at`, claimed by n1 and run to its end by `executor` (the job's lease 30 s). */
+async function ranOnce(executor: Executor, name: string, at: Date, run: (ctx: { attempt: number }) => unknown, retries = 0) {
+  const inserted = await real.insertRun({ job: name, scheduledAt: at, periodKey: `${name}@${at.toISOString()}`, attempt: 1, trigger: 'schedule', nodeId: 'n1', leaseMs: 30_000 });
+  if (inserted.outcome !== 'inserted') throw new Error('setup: the row was not inserted');
+  const job = { name, timeoutMs: null, lockTtlMs: 30_000, retries, retryDelayMs: 1000, run } as unknown as Job;
+  return { job, run: inserted.run, result: await executor.execute(job, inserted.run, null) };
+}
+
 describe('an attempt whose row the store lost', () => {
   it('found by a heartbeat: written back, the lease goes on under the new row, the outcome lands once', async () => {
     // lockTtl 1.5 s: beats every 500 ms; the row is lost 700 ms in, the body ends at 2 s.
@@ -111,9 +119,7 @@ describe('a finished attempt whose row the store lost (written before the failov
     const events: SchedulerEvent[] = [];
     const executor = new Executor(real, 'n1', pino({ level: 'silent' }), { events: { emit: (e: SchedulerEvent) => events.push(e) } });
     const at = new Date(Date.UTC(2026, 0, 4));
-    const inserted = await real.insertRun({ job: 'fin-d', scheduledAt: at, periodKey: `fin-d@${at.toISOString()}`, attempt: 1, trigger: 'schedule', nodeId: 'n1', leaseMs: 30_000 });
-    if (inserted.outcome !== 'inserted') throw new Error('setup');
-    await executor.execute({ name: 'fin-d', timeoutMs: null, lockTtlMs: 30_000, retries: 0, retryDelayMs: 1000, run: async () => 7 } as unknown as Job, inserted.run, null);
+    const inserted = await ranOnce(executor, 'fin-d', at, async () => 7);
     // The "failover": the claim had reached the replica, the outcome had not.
     await side(RUNS_TABLE).where({ id: Number(inserted.run.id) }).update({ status: 'running', finished_at: null, duration_ms: null, result: null });
     await executor.verifySettled('test');
@@ -126,9 +132,7 @@ describe('a finished attempt whose row the store lost (written before the failov
     const executor = new Executor(real, 'n1', pino({ level: 'silent' }), { events: { emit: (e: SchedulerEvent) => events.push(e) } });
     const at = new Date(Date.UTC(2026, 0, 3));
     const key = `fin-c@${at.toISOString()}`;
-    const inserted = await real.insertRun({ job: 'fin-c', scheduledAt: at, periodKey: key, attempt: 1, trigger: 'schedule', nodeId: 'n1', leaseMs: 30_000 });
-    if (inserted.outcome !== 'inserted') throw new Error('setup');
-    await executor.execute({ name: 'fin-c', timeoutMs: null, lockTtlMs: 30_000, retries: 0, retryDelayMs: 1000, run: async () => undefined } as unknown as Job, inserted.run, null);
+    const inserted = await ranOnce(executor, 'fin-c', at, async () => undefined);
     await side(RUNS_TABLE).where({ id: Number(inserted.run.id) }).delete();
     const other = await real.insertRun({ job: 'fin-c', scheduledAt: at, periodKey: key, attempt: 1, trigger: 'catch-up', nodeId: 'n2', leaseMs: 30_000 });
     expect(other.outcome).toBe('inserted');
@@ -144,9 +148,7 @@ describe('a finished attempt whose row the store lost (written before the failov
     const executor = new Executor(real, 'n1', pino({ level: 'silent' }), { events: { emit: (e: SchedulerEvent) => events.push(e) } });
     const at = new Date(Date.UTC(2026, 0, 5));
     const key = `fin-e@${at.toISOString()}`;
-    const inserted = await real.insertRun({ job: 'fin-e', scheduledAt: at, periodKey: key, attempt: 1, trigger: 'schedule', nodeId: 'n1', leaseMs: 30_000 });
-    if (inserted.outcome !== 'inserted') throw new Error('setup');
-    await executor.execute({ name: 'fin-e', timeoutMs: null, lockTtlMs: 30_000, retries: 0, retryDelayMs: 1000, run: async () => 'shipped' } as unknown as Job, inserted.run, null);
+    const inserted = await ranOnce(executor, 'fin-e', at, async () => 'shipped');
     await side(RUNS_TABLE).where({ id: Number(inserted.run.id) }).delete();
     expect(await real.insertSkipped([{ job: 'fin-e', scheduledAt: at, periodKey: key, trigger: 'catch-up', nodeId: 'n2', reason: 'coalesced' }])).toBe(1);
     await executor.verifySettled('test');
@@ -158,9 +160,7 @@ describe('a finished attempt whose row the store lost (written before the failov
     const executor = new Executor(real, 'n1', pino({ level: 'silent' }), {});
     const at = new Date(Date.UTC(2026, 0, 6));
     const key = `fin-f@${at.toISOString()}`;
-    const inserted = await real.insertRun({ job: 'fin-f', scheduledAt: at, periodKey: key, attempt: 1, trigger: 'schedule', nodeId: 'n1', leaseMs: 30_000 });
-    if (inserted.outcome !== 'inserted') throw new Error('setup');
-    const result = await executor.execute({ name: 'fin-f', timeoutMs: null, lockTtlMs: 30_000, retries: 1, retryDelayMs: 1000, run: async () => { throw new Error('first fails'); } } as unknown as Job, inserted.run, null);
+    const { result } = await ranOnce(executor, 'fin-f', at, async () => { throw new Error('first fails'); }, 1);
     expect(result.next?.attempt).toBe(2);
     // The failover lost both rows; attempt 2's node wrote its own back (here: succeeded) first.
     await side(RUNS_TABLE).where({ job: 'fin-f' }).delete();
@@ -190,11 +190,7 @@ describe('a finished attempt whose row the store lost (written before the failov
   it('both attempts of a period lost (the first failed, owing the second, which this node ran too): both written back, no third attempt and no pending one left to run again', async () => {
     const executor = new Executor(real, 'n1', pino({ level: 'silent' }), {});
     const at = new Date(Date.UTC(2026, 0, 8));
-    const key = `fin-h@${at.toISOString()}`;
-    const job = { name: 'fin-h', timeoutMs: null, lockTtlMs: 30_000, retries: 1, retryDelayMs: 1000, run: async (ctx: { attempt: number }) => { if (ctx.attempt === 1) throw new Error('first fails'); return 'second'; } } as unknown as Job;
-    const first = await real.insertRun({ job: 'fin-h', scheduledAt: at, periodKey: key, attempt: 1, trigger: 'schedule', nodeId: 'n1', leaseMs: 30_000 });
-    if (first.outcome !== 'inserted') throw new Error('setup');
-    const r1 = await executor.execute(job, first.run, null);
+    const { job, result: r1 } = await ranOnce(executor, 'fin-h', at, async (ctx) => { if (ctx.attempt === 1) throw new Error('first fails'); return 'second'; }, 1);
     await sleep(1100);
     const second = (await real.claimPending(r1.next!.id, 'n1', 30_000))!;
     await executor.execute(job, second, null);
