@@ -2,7 +2,7 @@
 /**
  * Store failovers under three daemons, N times in a row (issue 20's figures):
  *
- *   node bench/failover.mjs [--scenario pg-sync|galera-kill|galera-partition|all] [--rounds 10] [--json-out FILE]
+ *   node bench/failover.mjs [--scenario pg-sync|pg-async|galera-kill|galera-partition|all] [--rounds 10] [--json-out FILE]
  *
  * pg-sync: a PostgreSQL primary and a synchronous standby started here (test/harness/pg-replicas.mjs),
  * the daemons on libpq's multi-host URL, no Redis. Each round: a long body running, the primary
@@ -12,13 +12,18 @@
  * runs, restarted 12 s later, and the round ends once it is synced again; galera-partition: the same
  * node isolated into a minority (gmcast.isolate) instead, healed 12 s later. The node faulted is the one
  * the daemons last said they moved to (node 0 at first), so rounds alternate between nodes 0 and 1.
- * (pg-async is not written yet.)
+ * pg-async: the same pair with an asynchronous standby, and three Redis masters started here (the
+ * lock keys are what keep a period whose row was lost from running again); each round the WAL
+ * receiver is cut for 4 s while the long body runs, then the primary is crashed and the standby
+ * promoted 2 s later: the rows committed on the old primary during the cut are gone. Counted beside
+ * the rest: rows said lost by their nodes, how many were written back, and periods started twice.
  * Jobs: an every-second job (50 ms body, catchUp 1m) and a 20 s job whose 8 s body spans the fault.
  * Counted from the bodies' own records and the rows (`history --json`): the time from the kill to the
  * first run recorded after it (Galera: of a period due after the kill; PostgreSQL: also from the promotion's end), periods run more than 1 s
  * late and the latest, duplicate starts, lost periods (an every-second period of the window with no
  * body start and no row), lost outcomes (a body that ended whose row is not final with that outcome),
- * starts with no row, daemon exits. Exit 1 on a duplicate, a lost period or a lost outcome.
+ * starts with no row, daemon exits. Exit 1 on a duplicate, a period started twice, a lost period, a
+ * lost outcome, a start with no row, an exit, or a row said lost and not written back.
  */
 import { writeFileSync } from 'node:fs';
 import { Cluster } from '../test/harness/cluster.mjs';
@@ -26,10 +31,11 @@ import { duplicateStarts, secondsBetween } from '../test/harness/effects.mjs';
 import { attemptJob, faultJob } from '../test/harness/job-sources.mjs';
 import { startGalera, galeraMissing } from '../test/harness/galera.mjs';
 import { startPgReplicas } from '../test/harness/pg-replicas.mjs';
+import { startRedisServers } from '../test/harness/redis.mjs';
 import { Workspace } from '../test/harness/workspace.mjs';
 import { benchOptions } from './lib.mjs';
 
-const SCENARIOS = ['pg-sync', 'galera-kill', 'galera-partition'];
+const SCENARIOS = ['pg-sync', 'pg-async', 'galera-kill', 'galera-partition'];
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const say = (line) => process.stderr.write(`[failover ${new Date().toISOString().slice(11, 23)}] ${line}\n`);
 
@@ -49,24 +55,39 @@ const JOBS = {
 };
 
 /** The store under the daemons: its URL, how to fault it once, and how to read when a run was recorded. */
-async function pgSync() {
-  const pair = await startPgReplicas({ sync: true });
+async function pgPair(sync) {
+  const pair = await startPgReplicas({ sync });
   const db = pair.createDatabase(`cron_fobench_${Date.now().toString(36)}`);
+  // Asynchronous: the locks are Redis's (three masters), as in production; the store alone cannot
+  // keep a period whose row it lost from being claimed again.
+  const redis = sync ? [] : await startRedisServers(3);
   return {
     url: pair.url(db),
+    env: sync ? {} : { SCHEDULER_REDIS: redis.map((r) => r.url).join(','), SCHEDULER_REDIS_PREFIX: `fobench-${Date.now()}:` },
     async fault() {
       const old = pair.primaryIndex;
+      let cutMs;
+      if (!sync) {
+        await pair.replicating();
+        await pair.cutReplication();
+        const cutAt = Date.now();
+        await sleep(4000);
+        cutMs = Date.now() - cutAt;
+      }
       const at = Date.now();
       pair.crash();
       await sleep(2000);
       await pair.promote();
-      return { at, promotedAt: Date.now(), repair: () => pair.rejoin(old) };
+      return { at, promotedAt: Date.now(), ...(cutMs !== undefined ? { cutMs } : {}), repair: () => pair.rejoin(old) };
     },
     firstRunAfter(t) {
       const rows = pair.rows(`select started_at from scheduler_runs where started_at > ${t} order by started_at limit 1`, db);
       return rows[0] ? Number(rows[0].started_at) : undefined;
     },
-    stop: () => pair.stop(),
+    async stop() {
+      await pair.stop();
+      await Promise.all(redis.map((r) => r.cleanup()));
+    },
   };
 }
 
@@ -109,8 +130,9 @@ async function scenario(name, rounds) {
   let store;
   try {
     const logs = () => cluster?.logs() ?? [];
-    store = name === 'pg-sync' ? await pgSync() : await galeraKill(logs, name === 'galera-partition');
-    cluster = new Cluster(ws, { SCHEDULER_STORE: store.url });
+    store = name.startsWith('pg-') ? await pgPair(name === 'pg-sync') : await galeraKill(logs, name === 'galera-partition');
+    running = { ws, cluster: () => cluster, store };
+    cluster = new Cluster(ws, { SCHEDULER_STORE: store.url, ...store.env });
     for (const [file, src] of Object.entries(JOBS)) ws.writeJob(file, src);
     for (const n of ['f1', 'f2', 'f3']) cluster.start(n);
     await Promise.all(['f1', 'f2', 'f3'].map((n) => cluster.started(n)));
@@ -124,7 +146,7 @@ async function scenario(name, rounds) {
       const first = await waitFor('a run recorded after the fault', () => store.firstRunAfter(f.promotedAt ?? f.at), 60_000, 100);
       await f.repair();
       await waitFor('the long body to end', () => cluster.effects().some((e) => e.key === long.key && e.ev !== 'start'), 60_000);
-      const r = { round, killToFirstRunMs: first - f.at, ...(f.promotedAt ? { promotedToFirstRunMs: first - f.promotedAt } : {}), ...(f.node !== undefined ? { node: f.node } : {}) };
+      const r = { round, killToFirstRunMs: first - f.at, ...(f.promotedAt ? { promotedToFirstRunMs: first - f.promotedAt } : {}), ...(f.cutMs !== undefined ? { cutMs: f.cutMs } : {}), ...(f.node !== undefined ? { node: f.node } : {}) };
       per.push(r);
       say(`${name} round ${round}: ${JSON.stringify(r)}`);
     }
@@ -144,7 +166,10 @@ async function scenario(name, rounds) {
     const lostOutcomes = effects.filter((e) => e.ev === 'end').filter((e) => rowOf.get(`${e.key}#${e.attempt}`)?.status !== 'succeeded').map((e) => `${e.key}#${e.attempt}`);
     const noRow = effects.filter((e) => e.ev === 'start' && !rowOf.has(`${e.key}#${e.attempt}`)).map((e) => `${e.key}#${e.attempt}`);
     const late = effects.filter((e) => e.ev === 'start' && e.key.startsWith('tick@') && e.attempt === 1).map((e) => e.t - Date.parse(e.key.slice(5)));
-    const rowsLost = cluster.logs().filter((l) => /^the store lost this/.test(String(l.msg))).length;
+    const lostLines = cluster.logs().filter((l) => /^the store lost this/.test(String(l.msg)));
+    const writtenBack = lostLines.filter((l) => String(l.msg).includes('written back')).length;
+    const tickStarts = effects.filter((e) => e.ev === 'start' && e.key.startsWith('tick@')).map((e) => e.key);
+    const ranTwice = [...new Set(tickStarts.filter((k, i) => tickStarts.indexOf(k) !== i))];
     const ms = (k) => per.map((p) => p[k]).filter((v) => v !== undefined);
     const range = (v) => (v.length ? `${Math.min(...v)}-${Math.max(...v)} ms (median ${[...v].sort((a, b) => a - b)[Math.floor(v.length / 2)]})` : 'n/a');
     const summary = {
@@ -152,21 +177,38 @@ async function scenario(name, rounds) {
       killToFirstRun: range(ms('killToFirstRunMs')), promotedToFirstRun: range(ms('promotedToFirstRunMs')),
       periodsLateOver1s: late.filter((l) => l > 1000).length, maxLateMs: Math.max(0, ...late),
       duplicates: duplicateStarts(effects).length, lostPeriods: lost.length, lostOutcomes: lostOutcomes.length, startsWithoutRow: noRow.length,
-      rowsSaidLost: rowsLost, exits, finalCodes: codes, per,
-      detail: { duplicates: duplicateStarts(effects), lost, lostOutcomes, noRow },
+      periodsRanTwice: ranTwice.length, rowsSaidLost: lostLines.length, rowsWrittenBack: writtenBack, exits, finalCodes: codes, per,
+      detail: { duplicates: duplicateStarts(effects), ranTwice, lost, lostOutcomes, noRow },
     };
     return summary;
   } finally {
+    running = undefined;
     await cluster?.stopAll().catch(() => undefined);
     await store?.stop().catch(() => undefined);
     ws.cleanup();
   }
 }
 
+/** What a scenario has started, for Ctrl-C: daemons, database servers, Redis servers, the workspace. */
+let running;
+process.once('SIGINT', () => {
+  say('interrupted: stopping the daemons and the servers started here');
+  const r = running;
+  Promise.resolve()
+    .then(() => r?.cluster()?.stopAll())
+    .catch(() => undefined)
+    .then(() => r?.store.stop())
+    .catch(() => undefined)
+    .finally(() => {
+      r?.ws.cleanup();
+      process.exit(130);
+    });
+});
+
 async function main() {
   const flags = benchOptions(process.argv.slice(2), {
     strings: ['scenario', 'rounds', 'json-out'],
-    usage: 'usage: node bench/failover.mjs [--scenario pg-sync|galera-kill|galera-partition|all] [--rounds 10] [--json-out FILE]\n',
+    usage: 'usage: node bench/failover.mjs [--scenario pg-sync|pg-async|galera-kill|galera-partition|all] [--rounds 10] [--json-out FILE]\n',
   });
   const rounds = Number(flags.rounds ?? 10);
   if (!Number.isInteger(rounds) || rounds < 1) throw new Error(`--rounds: expected a whole number >= 1, got ${flags.rounds}`);
@@ -178,9 +220,9 @@ async function main() {
   for (const s of list) {
     const r = await scenario(s, rounds);
     out.push(r);
-    bad ||= r.duplicates > 0 || r.lostPeriods > 0 || r.lostOutcomes > 0 || r.startsWithoutRow > 0 || r.exits > 0;
-    process.stdout.write(`${s}: ${r.rounds} failovers; kill -> first run recorded ${r.killToFirstRun}${s === 'pg-sync' ? `; promoted -> first run ${r.promotedToFirstRun}` : ''}; periods >1 s late ${r.periodsLateOver1s} (latest ${r.maxLateMs} ms); duplicates ${r.duplicates}; lost periods ${r.lostPeriods}; lost outcomes ${r.lostOutcomes}; starts without a row ${r.startsWithoutRow}; rows said lost ${r.rowsSaidLost}; exits ${r.exits} (final codes ${r.finalCodes.join(',')})\n`);
-    if (r.duplicates || r.lostPeriods || r.lostOutcomes || r.startsWithoutRow) process.stdout.write(`  detail: ${JSON.stringify(r.detail)}\n`);
+    bad ||= r.duplicates > 0 || r.periodsRanTwice > 0 || r.lostPeriods > 0 || r.lostOutcomes > 0 || r.startsWithoutRow > 0 || r.exits > 0 || r.rowsWrittenBack < r.rowsSaidLost;
+    process.stdout.write(`${s}: ${r.rounds} failovers; kill -> first run recorded ${r.killToFirstRun}${s.startsWith('pg-') ? `; promoted -> first run ${r.promotedToFirstRun}` : ''}; periods >1 s late ${r.periodsLateOver1s} (latest ${r.maxLateMs} ms); duplicates ${r.duplicates}; periods started twice ${r.periodsRanTwice}; lost periods ${r.lostPeriods}; lost outcomes ${r.lostOutcomes}; starts without a row ${r.startsWithoutRow}; rows said lost ${r.rowsSaidLost} (written back ${r.rowsWrittenBack}); exits ${r.exits} (final codes ${r.finalCodes.join(',')})\n`);
+    if (r.duplicates || r.periodsRanTwice || r.lostPeriods || r.lostOutcomes || r.startsWithoutRow) process.stdout.write(`  detail: ${JSON.stringify(r.detail)}\n`);
   }
   process.stdout.write(`${JSON.stringify({ bench: 'failover', rounds, results: out.map(({ per, detail, ...r }) => r) })}\n`);
   if (flags['json-out']) writeFileSync(flags['json-out'], JSON.stringify(out, null, 1));
