@@ -133,6 +133,10 @@ export class Executor {
   private readonly settled = new SettledLedger();
   private verifying: Promise<void> | null = null;
   private verifyAgain: string | null = null;
+  /** The reason of a read-back that failed (the store went away again during it): tried again at the next answer. */
+  private verifyOwed: string | null = null;
+  /** When the store last answered a sweep (monotonic). */
+  private lastAnsweredAt: number | null = null;
 
   constructor(
     private readonly store: RunStore,
@@ -592,9 +596,17 @@ export class Executor {
     }
   }
 
-  /** The store answered (a sweep went through): outcomes older than the ledger's window before now go. */
+  /**
+   * The store answered (a sweep went through). Outcomes older than the ledger's window before the
+   * previous answer go: after an outage, or a pause of this process, of any length (a managed
+   * failover takes 30-120 s), those written just before it are still there for the read-back that
+   * follows. Nothing goes while a read-back runs or after one failed (it is tried again here).
+   */
   storeAnswered(): void {
-    this.settled.prune(performance.now());
+    const now = performance.now();
+    if (this.verifyOwed !== null && !this.verifying) void this.verifySettled(this.verifyOwed);
+    if (!this.verifying && this.verifyOwed === null) this.settled.prune(this.lastAnsweredAt ?? now);
+    this.lastAnsweredAt = now;
   }
 
   /** How many written outcomes this node keeps for a write-back. */
@@ -619,8 +631,10 @@ export class Executor {
         this.verifyAgain = null;
         try {
           await this.writeBackLost(reason);
+          this.verifyOwed = null;
         } catch (err) {
-          this.log.warn({ err: { message: errorMessage(err) } }, 'could not read back the outcomes written before the store moved; trying again at its next change');
+          this.verifyOwed = reason;
+          this.log.warn({ err: { message: errorMessage(err) } }, 'could not read back the outcomes written before the store moved; trying again once it answers');
         }
         reason = this.verifyAgain;
       }

@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import knexFactory, { type Knex } from 'knex';
 import pino from 'pino';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { SchedulerEvent } from '../../src/events/events.js';
 import type { Job } from '../../src/jobs/types.js';
 import { Executor } from '../../src/run/execute.js';
@@ -198,5 +198,24 @@ describe('a finished attempt whose row the store lost (written before the failov
     await side(RUNS_TABLE).where({ job: 'fin-h' }).delete();
     await executor.verifySettled('test');
     expect((await real.periodRuns('fin-h', at)).map((r) => [r.attempt, r.nodeId, r.status])).toEqual([[1, 'n1', 'failed'], [2, 'n1', 'succeeded']]);
+  });
+
+  it('an outage longer than the ledger\'s window (a managed failover of 30-120 s) still reads back the outcomes written just before it', async () => {
+    const executor = new Executor(real, 'n1', pino({ level: 'silent' }), {});
+    const at = new Date(Date.UTC(2026, 0, 9));
+    executor.storeAnswered(); // the last sweep before the outage
+    const { run } = await ranOnce(executor, 'fin-i', at, async () => 'before the outage');
+    await side(RUNS_TABLE).where({ id: Number(run.id) }).delete();
+    // The first sweep that goes through, 90 s later (the store away meanwhile, or this process paused).
+    const t = performance.now();
+    const clock = vi.spyOn(performance, 'now').mockImplementation(() => t + 90_000);
+    try {
+      executor.storeAnswered();
+      expect(executor.settledKept, 'kept until it was read back').toBe(1);
+      await executor.verifySettled('test: the store answered again after an outage');
+    } finally {
+      clock.mockRestore();
+    }
+    expect((await real.periodRuns('fin-i', at)).map((r) => [r.attempt, r.nodeId, r.status, r.result])).toEqual([[1, 'n1', 'succeeded', 'before the outage']]);
   });
 });
