@@ -2,7 +2,7 @@
 /**
  * Store failovers under three daemons, N times in a row (issue 20's figures):
  *
- *   node bench/failover.mjs [--scenario pg-sync|pg-async|galera-kill|galera-partition|all] [--rounds 10] [--json-out FILE]
+ *   node bench/failover.mjs [--scenario pg-sync|pg-async|galera-kill|galera-partition|all] [--rounds 10] [--promote-after 2] [--json-out FILE]
  *
  * pg-sync: a PostgreSQL primary and a synchronous standby started here (test/harness/pg-replicas.mjs),
  * the daemons on libpq's multi-host URL, no Redis. Each round: a long body running, the primary
@@ -17,6 +17,9 @@
  * receiver is cut for 4 s while the long body runs, then the primary is crashed and the standby
  * promoted 2 s later: the rows committed on the old primary during the cut are gone. Counted beside
  * the rest: rows said lost by their nodes, how many were written back, and periods started twice.
+ * `--promote-after S` (pg-sync, pg-async): the seconds between the crash and the promotion (2; a
+ * managed PostgreSQL takes 30-120 s, longer than any lease and than the 30 s the nodes keep their
+ * written outcomes after the store last answered).
  * Jobs: an every-second job (50 ms body, catchUp 1m) and a 20 s job whose 8 s body spans the fault.
  * Counted from the bodies' own records and the rows (`history --json`): the time from the kill to the
  * first run recorded after it (Galera: of a period due after the kill; PostgreSQL: also from the promotion's end), periods run more than 1 s
@@ -55,7 +58,7 @@ const JOBS = {
 };
 
 /** The store under the daemons: its URL, how to fault it once, and how to read when a run was recorded. */
-async function pgPair(sync) {
+async function pgPair(sync, promoteAfterMs) {
   const pair = await startPgReplicas({ sync });
   const db = pair.createDatabase(`cron_fobench_${Date.now().toString(36)}`);
   // Asynchronous: the locks are Redis's (three masters), as in production; the store alone cannot
@@ -76,7 +79,7 @@ async function pgPair(sync) {
       }
       const at = Date.now();
       pair.crash();
-      await sleep(2000);
+      await sleep(promoteAfterMs);
       await pair.promote();
       return { at, promotedAt: Date.now(), ...(cutMs !== undefined ? { cutMs } : {}), repair: () => pair.rejoin(old) };
     },
@@ -124,13 +127,13 @@ async function galeraKill(logs, partition = false) {
   };
 }
 
-async function scenario(name, rounds) {
+async function scenario(name, rounds, promoteAfterMs) {
   const ws = new Workspace('cron-failover-bench-');
   let cluster;
   let store;
   try {
     const logs = () => cluster?.logs() ?? [];
-    store = name.startsWith('pg-') ? await pgPair(name === 'pg-sync') : await galeraKill(logs, name === 'galera-partition');
+    store = name.startsWith('pg-') ? await pgPair(name === 'pg-sync', promoteAfterMs) : await galeraKill(logs, name === 'galera-partition');
     running = { ws, cluster: () => cluster, store };
     cluster = new Cluster(ws, { SCHEDULER_STORE: store.url, ...store.env });
     for (const [file, src] of Object.entries(JOBS)) ws.writeJob(file, src);
@@ -207,9 +210,11 @@ process.once('SIGINT', () => {
 
 async function main() {
   const flags = benchOptions(process.argv.slice(2), {
-    strings: ['scenario', 'rounds', 'json-out'],
-    usage: 'usage: node bench/failover.mjs [--scenario pg-sync|pg-async|galera-kill|galera-partition|all] [--rounds 10] [--json-out FILE]\n',
+    strings: ['scenario', 'rounds', 'promote-after', 'json-out'],
+    usage: 'usage: node bench/failover.mjs [--scenario pg-sync|pg-async|galera-kill|galera-partition|all] [--rounds 10] [--promote-after 2] [--json-out FILE]\n',
   });
+  const promoteAfter = Number(flags['promote-after'] ?? 2);
+  if (!Number.isFinite(promoteAfter) || promoteAfter < 0) throw new Error(`--promote-after: expected seconds >= 0, got ${flags['promote-after']}`);
   const rounds = Number(flags.rounds ?? 10);
   if (!Number.isInteger(rounds) || rounds < 1) throw new Error(`--rounds: expected a whole number >= 1, got ${flags.rounds}`);
   const wanted = flags.scenario ?? 'pg-sync';
@@ -218,13 +223,13 @@ async function main() {
   const out = [];
   let bad = false;
   for (const s of list) {
-    const r = await scenario(s, rounds);
+    const r = await scenario(s, rounds, promoteAfter * 1000);
     out.push(r);
     bad ||= r.duplicates > 0 || r.periodsRanTwice > 0 || r.lostPeriods > 0 || r.lostOutcomes > 0 || r.startsWithoutRow > 0 || r.exits > 0 || r.rowsWrittenBack < r.rowsSaidLost;
     process.stdout.write(`${s}: ${r.rounds} failovers; kill -> first run recorded ${r.killToFirstRun}${s.startsWith('pg-') ? `; promoted -> first run ${r.promotedToFirstRun}` : ''}; periods >1 s late ${r.periodsLateOver1s} (latest ${r.maxLateMs} ms); duplicates ${r.duplicates}; periods started twice ${r.periodsRanTwice}; lost periods ${r.lostPeriods}; lost outcomes ${r.lostOutcomes}; starts without a row ${r.startsWithoutRow}; rows said lost ${r.rowsSaidLost} (written back ${r.rowsWrittenBack}); exits ${r.exits} (final codes ${r.finalCodes.join(',')})\n`);
     if (r.duplicates || r.periodsRanTwice || r.lostPeriods || r.lostOutcomes || r.startsWithoutRow) process.stdout.write(`  detail: ${JSON.stringify(r.detail)}\n`);
   }
-  process.stdout.write(`${JSON.stringify({ bench: 'failover', rounds, results: out.map(({ per, detail, ...r }) => r) })}\n`);
+  process.stdout.write(`${JSON.stringify({ bench: 'failover', rounds, promoteAfterS: promoteAfter, results: out.map(({ per, detail, ...r }) => r) })}\n`);
   if (flags['json-out']) writeFileSync(flags['json-out'], JSON.stringify(out, null, 1));
   process.exit(bad ? 1 : 0);
 }
