@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createMariaDb, type TestDatabase } from '../helpers/databases.js';
 import { startRedisServers, waitFor, type RedisServer } from '../helpers/redis.js';
 import { Workspace } from '../helpers/workspace.js';
-import { Cluster, StoreProxy, duplicateStarts, faultJob, overlappingAttempts, secondsBetween } from './harness.js';
+import { Cluster, StoreProxy, duplicateStarts, faultJob, overlappingAttempts, secondsBetween, type Effect } from './harness.js';
 
 let redis: RedisServer[];
 const dbs: TestDatabase[] = [];
@@ -194,7 +194,10 @@ describe('fault: infrastructure', () => {
     expect(overlappingAttempts(cluster.effects().filter((e) => e.key === long.key), new Map())).toEqual([]);
     // Some seconds during the cut ran late, as catch-up.
     const late = cluster.effects().filter((e) => e.ev === 'start' && e.key.startsWith('steady@') && e.trigger === 'catch-up');
-    expect(late.length).toBeGreaterThan(0);
-    expect(late.every((e) => Date.parse(e.key.slice('steady@'.length)) >= cutAt - 1000)).toBe(true);
+    const instant = (e: Effect) => Date.parse(e.key.slice('steady@'.length));
+    // (Which trigger ran a second before the cut is not judged: a timer that wakes more than a
+    // second late on a loaded machine runs the second it slept past as catch-up (catchUpLate), still
+    // once; CI saw it once, with two fault files side by side.)
+    expect(late.filter((e) => instant(e) >= cutAt - 1000).length, 'seconds of the cut caught up').toBeGreaterThan(0);
   });
 });
