@@ -721,39 +721,13 @@ export class Executor {
       return 'present';
     }
     let back: RunRecord | null = null;
-    // Twice at most (see the `continue` below).
-    for (let tries = 0; tries < 2; tries++) {
-      if (tries > 0) rows.splice(0, rows.length, ...(await this.store.periodRuns(run.job, run.scheduledAt, run.shard)));
-      const later = rows.filter((r) => r.attempt >= run.attempt);
-      const same = later.length === 1 && later[0]!.attempt === run.attempt ? later[0]! : undefined;
-      let row: RunRecord | null;
-      let policy: RetryPolicy | null = e.policy;
-      if (!later.some((r) => r.attempt === run.attempt)) {
-        // No row of this attempt. A later attempt's row may be there (the next attempt, owed by this
-        // outcome, written back by its own node first), or this node holds the next attempt's outcome
-        // too: then this one is written owing nothing.
-        const inserted = await this.store.insertRun({
-          job: run.job, scheduledAt: run.scheduledAt, periodKey: run.periodKey, shard: run.shard, attempt: run.attempt, trigger: run.trigger, nodeId: this.nodeId, leaseMs: e.leaseMs,
-        });
-        row = inserted.outcome === 'inserted' ? inserted.run : null;
-        if (later.length > 0 || nextKept) policy = null;
-      } else if (same?.status === 'skipped') {
-        // Another node, finding the period without a row after the store moved, recorded it skipped
-        // (coalesced or missed by its catch-up, or overlap, or paused): no body ran under that row, and
-        // this node's did. The row becomes this attempt's, with its outcome: history says what ran.
-        row = await this.store.reclaimSkipped(same.id, this.nodeId, e.leaseMs, run.trigger);
-      } else if (same?.status === 'pending') {
-        // This owed attempt's claim was lost (the row is pending again, as before this node claimed
-        // it): claimed again here, for the outcome this node has, before another node runs it again.
-        row = await this.store.claimPending(same.id, this.nodeId, e.leaseMs);
-      } else {
-        break;
-      }
-      // Null: the row changed under this read (an INSERT meeting a row written at the same moment,
-      // most often a catch-up's skip): read again and judge that one.
-      if (!row) continue;
-      if ((await this.endWrittenBack(row, outcome, e, policy)).written) back = row;
-      break;
+    const taken = await this.takeBackRow(run, e.leaseMs, rows, true);
+    if (taken) {
+      // Inserted beside a later attempt's row (the next attempt, owed by this outcome, written back
+      // by its own node first), or with this node holding the next attempt's outcome too: this one
+      // is written owing nothing.
+      const policy = taken.inserted && (taken.laterRow || nextKept) ? null : e.policy;
+      if ((await this.endWrittenBack(taken.row, outcome, e, policy)).written) back = taken.row;
     }
     if (back) {
       log.error({ lostRunId: run.id, runId: back.id, status: e.outcome.status },
@@ -769,6 +743,42 @@ export class Executor {
   }
 
   /**
+   * A row again for this node's attempt whose own row the store lost: inserted when the period has no
+   * row of this attempt (nor, unless `besideLater`, of a later one); another node's skip of it taken
+   * over (recorded while the row was gone, coalesced or missed by a catch-up, or an overlap or pause
+   * skip: no body ran under it, this node's did); its pending row (an owed attempt's claim lost, the
+   * row pending again as before this node claimed it) claimed again, before another node runs it.
+   * Null when the period has another live or final row of this attempt. `rows`: the period's rows as
+   * read, refreshed in place when a write meets a row written at the same moment (read once more).
+   */
+  private async takeBackRow(run: SettledAttempt['run'], leaseMs: number, rows: RunRecord[], besideLater: boolean): Promise<{ row: RunRecord; inserted: boolean; laterRow: boolean } | null> {
+    for (let tries = 0; tries < 2; tries++) {
+      if (tries > 0) rows.splice(0, rows.length, ...(await this.store.periodRuns(run.job, run.scheduledAt, run.shard)));
+      const later = rows.filter((r) => r.attempt >= run.attempt);
+      const same = later.length === 1 && later[0]!.attempt === run.attempt ? later[0]! : undefined;
+      let row: RunRecord | null;
+      const inserting = !later.some((r) => r.attempt === run.attempt);
+      if (inserting) {
+        if (later.length > 0 && !besideLater) return null;
+        const inserted = await this.store.insertRun({
+          job: run.job, scheduledAt: run.scheduledAt, periodKey: run.periodKey, shard: run.shard, attempt: run.attempt, trigger: run.trigger, nodeId: this.nodeId, leaseMs,
+        });
+        row = inserted.outcome === 'inserted' ? inserted.run : null;
+      } else if (same?.status === 'skipped') {
+        row = await this.store.reclaimSkipped(same.id, this.nodeId, leaseMs, run.trigger);
+      } else if (same?.status === 'pending') {
+        row = await this.store.claimPending(same.id, this.nodeId, leaseMs);
+      } else {
+        return null;
+      }
+      // Null: the row changed under this read (an INSERT meeting a row written at the same moment,
+      // most often a catch-up's skip): read again and judge that one.
+      if (row) return { row, inserted: inserting, laterRow: later.length > 0 };
+    }
+    return null;
+  }
+
+  /**
    * The attempt's row was not found where this node left it (a heartbeat or the outcome write matched
    * nothing). Taken over by another node: nothing to do. Gone: the store lost it, most likely by
    * failing over to a replica that had not received it (asynchronous replication); that is said (one
@@ -779,16 +789,11 @@ export class Executor {
   private async restoreLostRow(job: Job, run: RunRecord, log: Logger): Promise<boolean> {
     const rows = await this.store.periodRuns(run.job, run.scheduledAt, run.shard);
     if (rows.some((r) => r.id === run.id)) return false;
-    let back: RunRecord | null = null;
-    if (!rows.some((r) => r.attempt >= run.attempt)) {
-      const inserted = await this.store.insertRun({
-        job: run.job, scheduledAt: run.scheduledAt, periodKey: run.periodKey, shard: run.shard, attempt: run.attempt, trigger: run.trigger, nodeId: this.nodeId, leaseMs: job.lockTtlMs,
-      });
-      if (inserted.outcome === 'inserted') back = inserted.run;
-    }
+    // (Not beside a later attempt's row: this attempt, still running, would then owe one that exists.)
+    const back = (await this.takeBackRow(run, job.lockTtlMs, rows, false))?.row ?? null;
     log.error({ lostRunId: run.id, ...(back ? { runId: back.id } : {}) }, back
       ? 'the store lost this attempt\'s row (most likely a failover to a replica that had not received it: asynchronous replication); written back by this node'
-      : 'the store lost this attempt\'s row (most likely a failover to a replica that had not received it: asynchronous replication); not written back: the period has a row of this attempt again');
+      : 'the store lost this attempt\'s row (most likely a failover to a replica that had not received it: asynchronous replication); not written back: the period has a row of this attempt or a later one again');
     this.events.emit({ type: 'row-lost', job: run.job, periodKey: run.periodKey, scheduledAt: run.scheduledAt, ...(run.shard > 0 ? { shard: run.shard } : {}), attempt: run.attempt, runId: run.id, restored: back !== null });
     // Its neighbours written lately may be gone too.
     void this.verifySettled('a row of an attempt in flight was found gone');

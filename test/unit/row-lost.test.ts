@@ -82,6 +82,44 @@ describe('an attempt whose row the store lost', () => {
   });
 });
 
+describe('an attempt in flight whose row the store lost while another node recorded its period', () => {
+  it('skipped (its catch-up found no row: coalesced): the skip becomes this attempt, with its outcome (the body ran once, under its own row)', async () => {
+    const events: SchedulerEvent[] = [];
+    const executor = new Executor(real, 'n1', pino({ level: 'silent' }), { events: { emit: (e: SchedulerEvent) => events.push(e) } });
+    const at = new Date(Date.UTC(2026, 0, 10));
+    const key = `fly-a@${at.toISOString()}`;
+    const inserted = await real.insertRun({ job: 'fly-a', scheduledAt: at, periodKey: key, attempt: 1, trigger: 'schedule', nodeId: 'n1', leaseMs: 30_000 });
+    if (inserted.outcome !== 'inserted') throw new Error('setup');
+    const job = { name: 'fly-a', timeoutMs: null, lockTtlMs: 30_000, retries: 0, retryDelayMs: 1000, run: async () => { await sleep(300); return 'shipped'; } } as unknown as Job;
+    const done = executor.execute(job, inserted.run, null);
+    await sleep(100);
+    // The failover lost the row; another node's catch-up found the period without one.
+    await side(RUNS_TABLE).where({ id: Number(inserted.run.id) }).delete();
+    expect(await real.insertSkipped([{ job: 'fly-a', scheduledAt: at, periodKey: key, trigger: 'catch-up', nodeId: 'n2', reason: 'coalesced' }])).toBe(1);
+    const result = await done;
+    expect(result).toMatchObject({ status: 'succeeded', recorded: true });
+    expect((await real.periodRuns('fly-a', at)).map((r) => [r.attempt, r.nodeId, r.status, r.reason, r.trigger, r.result])).toEqual([[1, 'n1', 'succeeded', null, 'schedule', 'shipped']]);
+    expect(events.filter((e) => e.type === 'row-lost')).toMatchObject([{ job: 'fly-a', restored: true }]);
+  });
+
+  it('running (another node claimed it again): reported, left to that node, nothing written over', async () => {
+    const events: SchedulerEvent[] = [];
+    const executor = new Executor(real, 'n1', pino({ level: 'silent' }), { events: { emit: (e: SchedulerEvent) => events.push(e) } });
+    const at = new Date(Date.UTC(2026, 0, 11));
+    const key = `fly-b@${at.toISOString()}`;
+    const inserted = await real.insertRun({ job: 'fly-b', scheduledAt: at, periodKey: key, attempt: 1, trigger: 'schedule', nodeId: 'n1', leaseMs: 30_000 });
+    if (inserted.outcome !== 'inserted') throw new Error('setup');
+    const job = { name: 'fly-b', timeoutMs: null, lockTtlMs: 30_000, retries: 0, retryDelayMs: 1000, run: async () => { await sleep(300); return 1; } } as unknown as Job;
+    const done = executor.execute(job, inserted.run, null);
+    await sleep(100);
+    await side(RUNS_TABLE).where({ id: Number(inserted.run.id) }).delete();
+    expect((await real.insertRun({ job: 'fly-b', scheduledAt: at, periodKey: key, attempt: 1, trigger: 'catch-up', nodeId: 'n2', leaseMs: 30_000 })).outcome).toBe('inserted');
+    expect((await done).recorded).toBe(false);
+    expect((await real.periodRuns('fly-b', at)).map((r) => [r.attempt, r.nodeId, r.status])).toEqual([[1, 'n2', 'running']]);
+    expect(events.filter((e) => e.type === 'row-lost')).toMatchObject([{ job: 'fly-b', restored: false }]);
+  });
+});
+
 describe('a finished attempt whose row the store lost (written before the failover, forgotten by the store after it)', () => {
   it('the read-back after the store moved writes it again with its outcome and its times, once; rows still there are left alone', async () => {
     const events: SchedulerEvent[] = [];
