@@ -9,7 +9,7 @@ import { errorMessage, StoreUnavailableError } from '../errors.js';
 import type { AbortReason, Job, Trigger } from '../jobs/types.js';
 import type { Logger } from '../log.js';
 import type { Lease } from '../claim/lock.js';
-import type { FinalStatus, OnceStore, RetryPolicy, RunOutcome, RunRecord, RunStore } from '../store/types.js';
+import type { FinalStatus, OnceStore, RunOutcome, RunRecord, RunStore } from '../store/types.js';
 import { periodKey } from '../time/schedule.js';
 import { jitterDelayMs } from '../time/jitter.js';
 import { runBody, type BodyOutcome } from './body.js';
@@ -19,7 +19,8 @@ import { DEFAULT_MAX_RESULT_BYTES } from './outcome.js';
 import { noEvents, type SchedulerObserver } from '../events/events.js';
 import { checkOnRead, monotonicMs } from './lease-proof.js';
 import type { PauseSource } from '../claim/claim.js';
-import { SettledLedger, type SettledAttempt } from './settled.js';
+import { LostRows } from './lost-rows.js';
+import { StartGates } from './start-gates.js';
 
 export interface AttemptResult {
   job: string;
@@ -104,11 +105,6 @@ const KEEP_MARGIN_MS = 10_000;
 /** A later attempt's lock key is kept this long after its end at least (see the settle in attempt()): longer than a managed database's failover. */
 const KEEP_OWED_MS = 120_000;
 
-/** An attempt of a period, as a key (job, instant, shard, attempt). */
-function attemptOf(run: Pick<RunRecord, 'job' | 'scheduledAt' | 'shard'>, attempt: number): string {
-  return `${run.job}\u0000${run.scheduledAt.getTime()}\u0000${run.shard}\u0000${attempt}`;
-}
-
 /** How often the self-fencing watchdog looks at the attempts in flight. */
 const FENCE_CHECK_MS = 100;
 
@@ -129,14 +125,10 @@ export class Executor {
   private writeDeadline = Infinity;
   private watchdog: LoopWatchdog | undefined;
   private readonly events: SchedulerObserver;
-  /** The outcomes written lately, checked again when the store may have moved (see SettledLedger). */
-  private readonly settled = new SettledLedger();
-  private verifying: Promise<void> | null = null;
-  private verifyAgain: string | null = null;
-  /** The reason of a read-back that failed (the store went away again during it): tried again at the next answer. */
-  private verifyOwed: string | null = null;
-  /** When the store last answered a sweep (monotonic). */
-  private lastAnsweredAt: number | null = null;
+  /** Rows the store lost: the outcomes written lately, read back when the store may have moved. */
+  private readonly lostRows: LostRows;
+  /** The attempts waiting for their instant, one timer an instant. */
+  private readonly gates = new StartGates(() => this.nowMs());
 
   constructor(
     private readonly store: RunStore,
@@ -145,6 +137,7 @@ export class Executor {
     private readonly options: ExecutorOptions = {},
   ) {
     this.events = options.events ?? noEvents;
+    this.lostRows = new LostRows(store, nodeId, log, this.events, (runId) => this.inFlight.has(runId));
   }
 
   get size(): number {
@@ -241,10 +234,10 @@ export class Executor {
     if (notBefore && wait > 0 && !controller.signal.aborted) {
       // A wait longer than a tick (a jittered start): the pause is read again just before its end.
       if (wait > PAUSE_RECHECK_AFTER_MS && this.options.pauses && !ignorePause) {
-        await this.waitUntil(notBefore.getTime() - PAUSE_READ_AHEAD_MS, controller.signal);
+        await this.gates.wait(notBefore.getTime() - PAUSE_READ_AHEAD_MS, controller.signal);
         if (!controller.signal.aborted) paused = await this.pauseOf(job.name, log);
       }
-      if (!paused) await this.waitUntil(notBefore.getTime(), controller.signal);
+      if (!paused) await this.gates.wait(notBefore.getTime(), controller.signal);
     }
     const ref = { job: job.name, periodKey: run.periodKey, scheduledAt: run.scheduledAt, attempt: run.attempt, trigger: run.trigger, runId: run.id, ...(run.shard > 0 ? { shard: run.shard } : {}) };
     if (paused && !controller.signal.aborted) return this.skipAtStart(job, run, lease, log, keeper, { reason: 'paused', pausedReason: paused.reason });
@@ -313,53 +306,6 @@ export class Executor {
       runId: run.id, shard: run.shard, status: written.status, result: outcome.result, error: outcome.error ?? null, durationMs, recorded: written.written, next: written.next,
     };
   }
-
-  /**
-   * Until `atMs` by the clock corrected to the store's, or an abort (shutdown, self-fencing). The
-   * attempts waiting for one instant share one timer: its callback releases them all in one turn,
-   * so that every body of the instant starts before the first one's outcome is handled (with a
-   * timer each, the 250th body of a tick waited for 249 whole runs: measured p99 232 ms at 1,000
-   * every-second jobs).
-   */
-  private waitUntil(atMs: number, signal: AbortSignal): Promise<void> {
-    const ms = atMs - this.nowMs();
-    if (ms <= 0 || signal.aborted) return Promise.resolve();
-    let gate = this.gates.get(atMs);
-    if (!gate) {
-      let open!: () => void;
-      const opened = new Promise<void>((resolve) => (open = resolve));
-      const timer = setTimeout(() => {
-        this.gates.delete(atMs);
-        open();
-      }, ms);
-      gate = { opened, timer, waiting: 0 };
-      this.gates.set(atMs, gate);
-    }
-    const g = gate;
-    g.waiting += 1;
-    return new Promise<void>((resolve) => {
-      let left = false;
-      const leave = () => {
-        if (left) return;
-        left = true;
-        signal.removeEventListener('abort', onAbort);
-        resolve();
-      };
-      // The last waiter aborted (a shutdown): the timer goes too, so that it keeps nothing alive.
-      const onAbort = () => {
-        if (--g.waiting === 0 && this.gates.get(atMs) === g) {
-          clearTimeout(g.timer);
-          this.gates.delete(atMs);
-        }
-        leave();
-      };
-      signal.addEventListener('abort', onAbort, { once: true });
-      void g.opened.then(leave);
-    });
-  }
-
-  /** One timer per instant that attempts wait for (see waitUntil), with the number of attempts waiting. */
-  private readonly gates = new Map<number, { opened: Promise<void>; timer: NodeJS.Timeout; waiting: number }>();
 
   /** The job's pause (one read of the jobs table), or null; a read that fails counts as not paused, as at the claim. */
   private async pauseOf(name: string, log: Logger): Promise<{ reason: string | null } | null> {
@@ -567,7 +513,7 @@ export class Executor {
         // a heartbeat in flight may have written it back meanwhile).
         if (!ended.written && (run.id !== sentId || (!restored && (restored = await this.restoreLostRow(job, run, log))))) continue;
         if (ended.written) {
-          this.settled.add({ run, outcome: attempt, bodyStarted, bodyEnded, writtenAt: performance.now(), leaseMs: job.lockTtlMs, policy });
+          this.lostRows.remember({ run, outcome: attempt, bodyStarted, bodyEnded, writtenAt: performance.now(), leaseMs: job.lockTtlMs, policy });
         }
         if (!ended.written) log.warn({ status: outcome.status }, 'outcome not recorded: the attempt is no longer this node\'s');
         return ended;
@@ -596,209 +542,33 @@ export class Executor {
     }
   }
 
-  /**
-   * The store answered (a sweep went through). Outcomes older than the ledger's window before the
-   * previous answer go: after an outage, or a pause of this process, of any length (a managed
-   * failover takes 30-120 s), those written just before it are still there for the read-back that
-   * follows. Nothing goes while a read-back runs or after one failed (it is tried again here).
-   */
+  /** The store answered (a sweep went through): see LostRows.storeAnswered. */
   storeAnswered(): void {
-    const now = performance.now();
-    if (this.verifyOwed !== null && !this.verifying) void this.verifySettled(this.verifyOwed);
-    if (!this.verifying && this.verifyOwed === null) this.settled.prune(this.lastAnsweredAt ?? now);
-    this.lastAnsweredAt = now;
+    this.lostRows.storeAnswered();
   }
 
   /** How many written outcomes this node keeps for a write-back. */
   get settledKept(): number {
-    return this.settled.size;
+    return this.lostRows.kept;
   }
 
   /**
-   * The store may have moved (it answered again after an outage, its writer host changed, a row of
-   * this node's was found gone): reads back the periods of the outcomes written lately and writes
-   * each one the store no longer has again, with its outcome. Resolves when that is done (a call
-   * meanwhile runs once more after it); never throws.
+   * The store may have moved: reads back the outcomes written lately and writes again each one the
+   * store no longer has (LostRows.verify). Never throws.
    */
   verifySettled(why: string): Promise<void> {
-    if (this.verifying) {
-      this.verifyAgain = why;
-      return this.verifying;
-    }
-    this.verifying = (async () => {
-      let reason: string | null = why;
-      while (reason !== null) {
-        this.verifyAgain = null;
-        try {
-          await this.writeBackLost(reason);
-          this.verifyOwed = null;
-        } catch (err) {
-          this.verifyOwed = reason;
-          this.log.warn({ err: { message: errorMessage(err) } }, 'could not read back the outcomes written before the store moved; trying again once it answers');
-        }
-        reason = this.verifyAgain;
-      }
-    })().finally(() => {
-      this.verifying = null;
-    });
-    return this.verifying;
-  }
-
-  private async writeBackLost(why: string): Promise<void> {
-    const entries = this.settled.list().filter((e) => !e.settledElsewhere);
-    if (entries.length === 0) return;
-    // One range read per job (100 jobs a statement): the instants that still have a row.
-    const spans = new Map<string, { fromMs: number; toMs: number }>();
-    for (const e of entries) {
-      const at = e.run.scheduledAt.getTime();
-      const s = spans.get(e.run.job);
-      if (!s) spans.set(e.run.job, { fromMs: at, toMs: at });
-      else {
-        s.fromMs = Math.min(s.fromMs, at);
-        s.toMs = Math.max(s.toMs, at);
-      }
-    }
-    // The instants with an outcome of this node's (of shard 0: a sharded job's other shards are read
-    // exactly below). A row left running lost its outcome write: a candidate too.
-    const withRows = await this.store.rowsInRanges([...spans].map(([job, s]) => ({ job, ...s, shards: 1, nodeId: this.nodeId, finalOnly: true })));
-    const candidates = entries.filter((e) => e.run.shard !== 0 || !withRows.get(e.run.job)?.has(e.run.scheduledAt.getTime()));
-    // The attempts this node holds an outcome of: an attempt whose next one is among them is written
-    // back owing nothing (that next attempt's own outcome is written back too, not run again).
-    const kept = new Set(entries.map((e) => attemptOf(e.run, e.run.attempt)));
-    let lost = 0;
-    let restored = 0;
-    // Earlier attempts first, so that an attempt's row is back before its next attempt's.
-    candidates.sort((a, b) => a.run.scheduledAt.getTime() - b.run.scheduledAt.getTime() || a.run.attempt - b.run.attempt);
-    for (const e of candidates) {
-      const outcome = await this.writeBack(e, kept.has(attemptOf(e.run, e.run.attempt + 1)));
-      if (outcome !== 'present') lost++;
-      if (outcome === 'restored') restored++;
-    }
-    this.log.info({ checked: entries.length, lost, restored, why }, lost > 0
-      ? 'outcomes written before the store moved read back: some were lost and written again'
-      : 'outcomes written before the store moved read back: none lost');
-  }
-
-  /**
-   * The outcome of a written-back row: tried again while the store is unreachable (a row inserted
-   * running and left so would look live for its lease and then be taken over and run again), for
-   * half the job's lease at most; after that the takeover judges it as any row whose node went quiet.
-   */
-  private async endWrittenBack(row: RunRecord, outcome: () => RunOutcome, e: SettledAttempt, policy: RetryPolicy | null = e.policy): Promise<{ written: boolean }> {
-    const until = performance.now() + e.leaseMs / 2;
-    for (;;) {
-      try {
-        return await this.store.endAttempt(row, this.nodeId, outcome(), policy);
-      } catch (err) {
-        if (!(err instanceof StoreUnavailableError) || performance.now() > until) throw err;
-        await new Promise((r) => setTimeout(r, 200));
-      }
-    }
-  }
-
-  /** One kept outcome whose period showed no row: read exactly, and written again when it is gone. */
-  private async writeBack(e: SettledAttempt, nextKept = false): Promise<'present' | 'restored' | 'elsewhere'> {
-    const { run } = e;
-    const rows = await this.store.periodRuns(run.job, run.scheduledAt, run.shard);
-    const mine = rows.find((r) => r.attempt === run.attempt && r.nodeId === this.nodeId);
-    if (mine && mine.status !== 'running' && mine.status !== 'pending') return 'present';
-    // Held by this node in flight again (a retry of it): its own outcome write will land.
-    if (mine && this.inFlight.has(mine.id)) return 'present';
-    const log = this.log.child({ job: run.job, periodKey: run.periodKey, attempt: run.attempt, ...(run.shard > 0 ? { shard: run.shard } : {}) });
-    const now = () => performance.now();
-    const outcome = () => ({ ...e.outcome, bodyMsAgo: { started: now() - e.bodyStarted, ended: now() - e.bodyEnded } });
-    if (mine?.status === 'running') {
-      // The claim survived, the outcome did not: written again on the row (conditional on it still
-      // being this node's and running, as every outcome write is).
-      const ended = await this.endWrittenBack(mine, outcome, e, nextKept ? null : e.policy);
-      if (ended.written) {
-        log.error({ runId: mine.id, status: e.outcome.status },
-          'the store lost this finished attempt\'s outcome (most likely a failover to a replica that had not received it: asynchronous replication); its outcome written back by this node');
-        e.run = { ...e.run, id: mine.id };
-        this.events.emit({ type: 'row-lost', job: run.job, periodKey: run.periodKey, scheduledAt: run.scheduledAt, ...(run.shard > 0 ? { shard: run.shard } : {}), attempt: run.attempt, runId: run.id, restored: true });
-        return 'restored';
-      }
-      return 'present';
-    }
-    let back: RunRecord | null = null;
-    const taken = await this.takeBackRow(run, e.leaseMs, rows, true);
-    if (taken) {
-      // Inserted beside a later attempt's row (the next attempt, owed by this outcome, written back
-      // by its own node first), or with this node holding the next attempt's outcome too: this one
-      // is written owing nothing.
-      const policy = taken.inserted && (taken.laterRow || nextKept) ? null : e.policy;
-      if ((await this.endWrittenBack(taken.row, outcome, e, policy)).written) back = taken.row;
-    }
-    if (back) {
-      log.error({ lostRunId: run.id, runId: back.id, status: e.outcome.status },
-        'the store lost this finished attempt\'s row (most likely a failover to a replica that had not received it: asynchronous replication); written back by this node with its outcome');
-      e.run = { ...e.run, id: back.id };
-    } else {
-      e.settledElsewhere = true;
-      log.error({ lostRunId: run.id, rows: rows.map((r) => `${r.attempt} ${r.status} ${r.nodeId}`) },
-        'the store lost this finished attempt\'s row (most likely a failover to a replica that had not received it: asynchronous replication); not written back: the period has another row of this attempt or a later one (it may have run again)');
-    }
-    this.events.emit({ type: 'row-lost', job: run.job, periodKey: run.periodKey, scheduledAt: run.scheduledAt, ...(run.shard > 0 ? { shard: run.shard } : {}), attempt: run.attempt, runId: run.id, restored: back !== null });
-    return back ? 'restored' : 'elsewhere';
-  }
-
-  /**
-   * A row again for this node's attempt whose own row the store lost: inserted when the period has no
-   * row of this attempt (nor, unless `besideLater`, of a later one); another node's skip of it taken
-   * over (recorded while the row was gone, coalesced or missed by a catch-up, or an overlap or pause
-   * skip: no body ran under it, this node's did); its pending row (an owed attempt's claim lost, the
-   * row pending again as before this node claimed it) claimed again, before another node runs it.
-   * Null when the period has another live or final row of this attempt. `rows`: the period's rows as
-   * read, refreshed in place when a write meets a row written at the same moment (read once more).
-   */
-  private async takeBackRow(run: SettledAttempt['run'], leaseMs: number, rows: RunRecord[], besideLater: boolean): Promise<{ row: RunRecord; inserted: boolean; laterRow: boolean } | null> {
-    for (let tries = 0; tries < 2; tries++) {
-      if (tries > 0) rows.splice(0, rows.length, ...(await this.store.periodRuns(run.job, run.scheduledAt, run.shard)));
-      const later = rows.filter((r) => r.attempt >= run.attempt);
-      const same = later.length === 1 && later[0]!.attempt === run.attempt ? later[0]! : undefined;
-      let row: RunRecord | null;
-      const inserting = !later.some((r) => r.attempt === run.attempt);
-      if (inserting) {
-        if (later.length > 0 && !besideLater) return null;
-        const inserted = await this.store.insertRun({
-          job: run.job, scheduledAt: run.scheduledAt, periodKey: run.periodKey, shard: run.shard, attempt: run.attempt, trigger: run.trigger, nodeId: this.nodeId, leaseMs,
-        });
-        row = inserted.outcome === 'inserted' ? inserted.run : null;
-      } else if (same?.status === 'skipped') {
-        row = await this.store.reclaimSkipped(same.id, this.nodeId, leaseMs, run.trigger);
-      } else if (same?.status === 'pending') {
-        row = await this.store.claimPending(same.id, this.nodeId, leaseMs);
-      } else {
-        return null;
-      }
-      // Null: the row changed under this read (an INSERT meeting a row written at the same moment,
-      // most often a catch-up's skip): read again and judge that one.
-      if (row) return { row, inserted: inserting, laterRow: later.length > 0 };
-    }
-    return null;
+    return this.lostRows.verify(why);
   }
 
   /**
    * The attempt's row was not found where this node left it (a heartbeat or the outcome write matched
-   * nothing). Taken over by another node: nothing to do. Gone: the store lost it, most likely by
-   * failing over to a replica that had not received it (asynchronous replication); that is said (one
-   * error line, the `row-lost` event: the metric and the alert), and the row is written back as this
-   * node's running attempt when the period has no row of this attempt or a later one (the unique key
-   * decides a race with another node's claim). The attempt then goes on under the new row (its id).
+   * nothing): LostRows.restoreInFlight says so and takes a row back when it can; the attempt then goes
+   * on under that row (its id).
    */
   private async restoreLostRow(job: Job, run: RunRecord, log: Logger): Promise<boolean> {
-    const rows = await this.store.periodRuns(run.job, run.scheduledAt, run.shard);
-    if (rows.some((r) => r.id === run.id)) return false;
-    // (Not beside a later attempt's row: this attempt, still running, would then owe one that exists.)
-    const back = (await this.takeBackRow(run, job.lockTtlMs, rows, false))?.row ?? null;
-    log.error({ lostRunId: run.id, ...(back ? { runId: back.id } : {}) }, back
-      ? 'the store lost this attempt\'s row (most likely a failover to a replica that had not received it: asynchronous replication); written back by this node'
-      : 'the store lost this attempt\'s row (most likely a failover to a replica that had not received it: asynchronous replication); not written back: the period has a row of this attempt or a later one again');
-    this.events.emit({ type: 'row-lost', job: run.job, periodKey: run.periodKey, scheduledAt: run.scheduledAt, ...(run.shard > 0 ? { shard: run.shard } : {}), attempt: run.attempt, runId: run.id, restored: back !== null });
-    // Its neighbours written lately may be gone too.
-    void this.verifySettled('a row of an attempt in flight was found gone');
+    const back = await this.lostRows.restoreInFlight(run, job.lockTtlMs, log);
     if (!back) return false;
-    // The attempt goes on under its new row: the same object, so that every holder of it follows.
+    // The same object, so that every holder of it follows.
     const entry = this.inFlight.get(run.id);
     this.inFlight.delete(run.id);
     Object.assign(run, { id: back.id, startedAt: back.startedAt, heartbeatAt: back.heartbeatAt });
