@@ -138,7 +138,7 @@ async function main() {
             await Promise.all([0, 1].map(async () => {
               while (next < runs.length) {
                 const i = next++;
-                answers[i] = await store.beatAlone(runs[i].id, 'bench', lease);
+                answers[i] = await store.heartbeats.beatAlone(runs[i].id, 'bench', lease);
               }
             }));
             return answers;
