@@ -20,7 +20,7 @@ const OVER_LIMIT_FOR_NOW = new Set([
 /** depcruise over `target` (relative to the root) with the project's config: its exit code and all it printed. */
 function cruise(target: string): Promise<{ code: number; output: string }> {
   return new Promise((resolve, reject) => {
-    execFile(DEPCRUISE, [target, '--config', '.dependency-cruiser.cjs', '--output-type', 'err'], { cwd: ROOT, timeout: 60_000 }, (err, stdout, stderr) => {
+    execFile(DEPCRUISE, [target, '--config', '.dependency-cruiser.cjs', '--output-type', 'err'], { cwd: ROOT, timeout: 100_000 }, (err, stdout, stderr) => {
       if (err && typeof err.code !== 'number') return reject(err);
       resolve({ code: err ? (err.code as number) : 0, output: `${stdout}${stderr}` });
     });
