@@ -34,23 +34,13 @@ import { duplicateStarts, secondsBetween } from '../test/harness/effects.mjs';
 import { attemptJob, faultJob } from '../test/harness/job-sources.mjs';
 import { startGalera, galeraMissing } from '../test/harness/galera.mjs';
 import { startPgReplicas } from '../test/harness/pg-replicas.mjs';
+import { sleep, waitFor } from '../test/harness/process.mjs';
 import { startRedisServers } from '../test/harness/redis.mjs';
 import { Workspace } from '../test/harness/workspace.mjs';
 import { benchOptions } from './lib.mjs';
 
 const SCENARIOS = ['pg-sync', 'pg-async', 'galera-kill', 'galera-partition'];
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const say = (line) => process.stderr.write(`[failover ${new Date().toISOString().slice(11, 23)}] ${line}\n`);
-
-async function waitFor(what, fn, timeoutMs, everyMs = 100) {
-  const until = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > until) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(everyMs);
-  }
-}
 
 const JOBS = {
   'tick.mjs': faultJob({ schedule: '* * * * * *', durationMs: 50, extra: { catchUp: '1m', coalesce: false, overlap: 'allow' } }),

@@ -13,8 +13,7 @@
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import knexFactory from 'knex';
-import { PROJECT_ROOT, SchedulerNode, fmt, benchOptions, randomTag, sleep, summarise, table, waitFor } from './lib.mjs';
+import { PROJECT_ROOT, SchedulerNode, createPostgresDb, fmt, benchOptions, randomTag, sleep, summarise, table, waitFor } from './lib.mjs';
 
 const USAGE = 'node bench/metrics.mjs [--jobs 1000] [--scrapes 200] [--stores sqlite,postgres]';
 const flags = benchOptions(process.argv.slice(2), { strings: ['jobs', 'scrapes', 'stores'], usage: USAGE });
@@ -70,16 +69,11 @@ const results = [];
 try {
   if (stores.includes('sqlite')) results.push(await measure('sqlite', `sqlite:${join(ws, 'bench.db')}`));
   if (stores.includes('postgres')) {
-    const name = `bench_metrics_${randomTag()}`;
-    const admin = knexFactory({ client: 'pg', connection: PG_ADMIN, pool: { min: 0, max: 1 } });
-    await admin.raw('CREATE DATABASE ??', [name]);
+    const db = await createPostgresDb('bench_metrics', { adminUrl: PG_ADMIN, name: `bench_metrics_${randomTag()}` });
     try {
-      const url = new URL(PG_ADMIN);
-      url.pathname = `/${name}`;
-      results.push(await measure('postgres', url.toString()));
+      results.push(await measure('postgres', db.url));
     } finally {
-      await admin.raw('DROP DATABASE IF EXISTS ?? WITH (FORCE)', [name]);
-      await admin.destroy();
+      await db.drop();
     }
   }
 } finally {

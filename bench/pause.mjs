@@ -24,7 +24,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
-  SCHEDULER_BIN, SchedulerNode, buildSnapshot, benchOptions, randomTag, readJsonLines, sleep, sourceState, startRedisServers, summarise, table,
+  SCHEDULER_BIN, SchedulerNode, buildSnapshot, benchOptions, createPostgresDb, randomTag, readJsonLines, sleep, sourceState, startRedisServers, summarise, table,
 } from './lib.mjs';
 
 const USAGE = 'usage: node bench/pause.mjs [--rounds 10] [--nodes 3] [--jobs 3] [--redis 3] [--store postgres|sqlite] [--no-build | --package DIR] [--keep] [--json-out FILE]\n';
@@ -58,25 +58,9 @@ export default {
 
 async function createStore(opts, dir) {
   if (opts.store === 'sqlite') return { url: `sqlite:${join(dir, 'scheduler.db')}`, drop: async () => {}, describe: 'SQLite (one file)' };
-  const pg = (await import('pg')).default;
   const adminUrl = process.env.BENCH_PG_ADMIN ?? 'postgres://postgres@127.0.0.1:5432/postgres';
-  const admin = new pg.Client({ connectionString: adminUrl });
-  await admin.connect();
-  const name = `cron_bench_pause_${randomTag()}`;
-  await admin.query(`CREATE DATABASE "${name}"`);
-  await admin.end();
-  const u = new URL(adminUrl);
-  u.pathname = `/${name}`;
-  return {
-    url: u.toString(),
-    describe: `PostgreSQL (private database ${name})`,
-    async drop() {
-      const c = new pg.Client({ connectionString: adminUrl });
-      await c.connect();
-      await c.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
-      await c.end();
-    },
-  };
+  const db = await createPostgresDb('cron_bench_pause', { adminUrl, name: `cron_bench_pause_${randomTag()}` });
+  return { url: db.url, describe: `PostgreSQL (private database ${db.name})`, drop: () => db.drop() };
 }
 
 /** Runs a CLI command; resolves with the moment its first stdout line arrived, its output and exit code. */

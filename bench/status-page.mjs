@@ -34,7 +34,7 @@ import { createInterface } from 'node:readline';
 import { pathToFileURL } from 'node:url';
 import knexFactory from 'knex';
 import { chromium } from 'playwright-core';
-import { PROJECT_ROOT, SCHEDULER_BIN, exited, fmt, benchOptions, randomTag, sleep, sourceState, summarise, table, waitFor } from './lib.mjs';
+import { PROJECT_ROOT, SCHEDULER_BIN, createPostgresDb, exited, fmt, benchOptions, randomTag, sleep, sourceState, summarise, table, waitFor } from './lib.mjs';
 
 const USAGE = `usage: npm run build && node bench/status-page.mjs [--store sqlite|postgres] [--jobs 1000] [--rows 100000] [--loads 10] [--target 500]
        node bench/status-page.mjs --url http://host:port [--job NAME] [--loads 10] [--target 500]
@@ -199,16 +199,9 @@ async function daemonServer(opts) {
     let storeUrl = `sqlite:${join(ws, 'scheduler.db')}`;
     let knexConfig = { client: 'better-sqlite3', connection: { filename: join(ws, 'scheduler.db') }, useNullAsDefault: true };
     if (opts.store === 'postgres') {
-      const name = `cron_bench_page_${randomTag()}`;
-      const admin = knexFactory({ client: 'pg', connection: PG_ADMIN, pool: { min: 0, max: 1 } });
-      try { await admin.raw('CREATE DATABASE ??', [name]); } finally { await admin.destroy(); }
-      cleanups.push(async () => {
-        const k = knexFactory({ client: 'pg', connection: PG_ADMIN, pool: { min: 0, max: 1 } });
-        try { await k.raw('DROP DATABASE IF EXISTS ?? WITH (FORCE)', [name]); } finally { await k.destroy(); }
-      });
-      const u = new URL(PG_ADMIN);
-      u.pathname = `/${name}`;
-      storeUrl = u.toString();
+      const db = await createPostgresDb('cron_bench_page', { adminUrl: PG_ADMIN, name: `cron_bench_page_${randomTag()}` });
+      cleanups.push(() => db.drop());
+      storeUrl = db.url;
       knexConfig = { client: 'pg', connection: storeUrl, pool: { min: 0, max: 1 } };
     }
     const env = { SCHEDULER_STORE: storeUrl, SCHEDULER_JOBS_DIR: join(ws, 'jobs'), SCHEDULER_LOG_FORMAT: 'json' };

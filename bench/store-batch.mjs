@@ -24,8 +24,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
-import knexFactory from 'knex';
-import { PROJECT_ROOT, adminConnection, cpuTimeMs, createBenchDatabase, fmt, pidsByName, randomTag, sourceState, table } from './lib.mjs';
+import { PROJECT_ROOT, adminConnection, cpuTimeMs, createBenchDatabase, createPostgresDb, fmt, pidsByName, randomTag, sourceState, table } from './lib.mjs';
 
 const dist = (p) => pathToFileURL(join(PROJECT_ROOT, 'dist', p)).href;
 
@@ -60,12 +59,8 @@ async function freshStore(kind, tag) {
   }
   if (kind === 'postgres') {
     const adminUrl = process.env.BENCH_PG_ADMIN ?? 'postgres://postgres@127.0.0.1:5432/postgres';
-    const name = `cron_bench_batch_${tag}`;
-    const admin = knexFactory({ client: 'pg', connection: adminUrl, pool: { min: 0, max: 1 } });
-    await admin.raw('CREATE DATABASE ??', [name]);
-    const u = new URL(adminUrl);
-    u.pathname = `/${name}`;
-    return { config: { kind, url: u.toString() }, drop: async () => { await admin.raw('DROP DATABASE IF EXISTS ??', [name]); await admin.destroy(); } };
+    const db = await createPostgresDb('cron_bench_batch', { adminUrl, name: `cron_bench_batch_${tag}` });
+    return { config: { kind, url: db.url }, drop: () => db.drop() };
   }
   const dir = mkdtempSync(join(tmpdir(), 'bench-batch-'));
   const path = join(dir, 'runs.db');
@@ -138,7 +133,7 @@ async function main() {
             await Promise.all([0, 1].map(async () => {
               while (next < runs.length) {
                 const i = next++;
-                answers[i] = await store.beatAlone(runs[i].id, 'bench', lease);
+                answers[i] = await store.heartbeats.beatAlone(runs[i].id, 'bench', lease);
               }
             }));
             return answers;

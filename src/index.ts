@@ -7,7 +7,7 @@ export type { RunRecord, RunStatus, RunStore } from './store/types.js';
 export type { LockProvider, Lease } from './claim/lock.js';
 export { SchedulerError, ConfigError } from './errors.js';
 export { parseDuration } from './time/duration.js';
-export type { OnceFunction, OnceOptions, OnceOutcome, OnceScope } from './once/once.js';
+export type { OnceFunction, OnceOptions, OnceOutcome, OnceScope } from './once/types.js';
 export type { OnceHolder } from './once/errors.js';
 export { OnceInProgressError, OnceFailedError, OnceFingerprintMismatchError, OnceFencedError, OnceInputError } from './once/errors.js';
 

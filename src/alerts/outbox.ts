@@ -9,7 +9,7 @@ import type { Knex } from 'knex';
 import { StoreUnavailableError } from '../errors.js';
 import type { Database } from '../store/database.js';
 import { ALERTS_TABLE } from '../store/migrations.js';
-import { storableText } from '../store/runs.js';
+import { storableText } from '../store/runs/rows.js';
 
 export type AlertState = 'pending' | 'sending' | 'sent' | 'dropped';
 

@@ -8,7 +8,7 @@
  * cluster. Node-local facts (this node lost the store or the Redis quorum) are per node.
  */
 import type { Trigger } from '../jobs/types.js';
-import type { Logger } from '../log.js';
+import type { Logger } from 'pino';
 import type { QuorumState } from '../claim/lock.js';
 import type { FinalStatus, SkipReason } from '../store/types.js';
 

@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import type { Schedule } from '../time/schedule.js';
-import type { OnceFunction } from '../once/once.js';
+import type { OnceFunction } from '../once/types.js';
 
 export type Trigger = 'schedule' | 'catch-up' | 'manual';
 export type AbortReason = 'timeout' | 'lease-lost' | 'shutdown';

@@ -11,12 +11,13 @@
  */
 import { errorMessage, StoreUnavailableError } from '../errors.js';
 import type { OnceResult, SchedulerObserver } from '../events/events.js';
-import type { Logger } from '../log.js';
+import type { Logger } from 'pino';
 import { ONCE_FINGERPRINT_MAX, ONCE_KEY_MAX } from '../store/migrations.js';
 import type { OnceCaller, OnceRecord, OnceStore } from '../store/types.js';
 import { DURATION_EXPECTED, parseDuration } from '../time/duration.js';
 import { describeThrown, serialiseResult } from '../run/outcome.js';
 import { OnceFailedError, OnceFencedError, OnceFingerprintMismatchError, OnceInProgressError, OnceInputError } from './errors.js';
+import type { OnceAcquired, OnceBackend, OnceFunction, OnceOptions, OnceOutcome, OnceRequest, OnceScope, OnceSettle } from './types.js';
 
 /** How long a caller waits for a live holder of the key by default. */
 export const DEFAULT_ONCE_WAIT_MS = 5000;
@@ -26,60 +27,6 @@ export const DEFAULT_ONCE_TTL_MS = 30 * 86_400_000;
 const SETTLE_RETRY_MS = 30_000;
 /** The pause between those tries. */
 const SETTLE_RETRY_EVERY_MS = 200;
-
-export interface OnceOptions {
-  /** How long to wait for another live attempt that holds the key (duration; default 5s). Then OnceInProgressError. */
-  wait?: number | string;
-  /** How long the key is kept after it was taken (duration; default 30d; storing the result does not extend it). */
-  ttl?: number | string;
-  /** E.g. a hash of the payload: the same key with another fingerprint is refused (OnceFingerprintMismatchError). */
-  fingerprint?: string;
-  /** After a failed fn, does the next caller run it again? Default true; false: OnceFailedError with the stored error. */
-  retryFailed?: boolean;
-}
-
-/** What fn gets. */
-export interface OnceScope {
-  key: string;
-  /** The body's ctx.signal: check it right before an irreversible write. */
-  signal: AbortSignal;
-  /** 1 the first time fn runs for this key, then 2, 3, ... (after a failure or a holder that died). */
-  attempt: number;
-}
-
-export interface OnceOutcome<T> {
-  /** fn's result through JSON: the same value for the caller that ran fn and for every replay. */
-  value: T;
-  /** True when the stored result was returned without running fn. */
-  replayed: boolean;
-  /** How many times fn was started for this key. */
-  attempts: number;
-}
-
-export interface OnceFunction {
-  <T>(key: string, fn: (scope: OnceScope) => T | Promise<T>, options?: OnceOptions): Promise<T>;
-  /** The same call, resolving to `{ value, replayed, attempts }`. */
-  detailed<T>(key: string, fn: (scope: OnceScope) => T | Promise<T>, options?: OnceOptions): Promise<OnceOutcome<T>>;
-}
-
-export interface OnceRequest {
-  key: string;
-  fingerprint: string | null;
-  ttlMs: number;
-  waitMs: number;
-  retryFailed: boolean;
-}
-
-/** token null: a dry run, nothing taken (fn runs, nothing is stored). */
-export type OnceAcquired = { kind: 'run'; token: number | null; attempts: number } | { kind: 'replay'; json: string | null; attempts: number };
-
-export type OnceSettle = { key: string; token: number; ok: true; json: string | null } | { key: string; token: number; ok: false; error: string; result?: 'failed' };
-
-export interface OnceBackend {
-  acquire(req: OnceRequest): Promise<OnceAcquired>;
-  /** Stores the result (or the failure); throws OnceFencedError when it could not be stored as the caller's. */
-  settle(req: OnceSettle): Promise<void>;
-}
 
 /** Builds ctx.once for a body of `job`. */
 export function makeOnce(job: string, backend: OnceBackend, signal: AbortSignal, maxResultBytes: number): OnceFunction {

@@ -8,7 +8,7 @@
 import type { Knex } from 'knex';
 import { Database } from './database.js';
 import { ONCE_TABLE, RUNS_TABLE } from './migrations.js';
-import { storableText } from './runs.js';
+import { storableText } from './runs/rows.js';
 import type { OnceCaller, OnceQuery, OnceRecord, OnceStatus, OnceStore, OnceTakeResult } from './types.js';
 
 interface Row {

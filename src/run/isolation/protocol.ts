@@ -5,7 +5,7 @@
  */
 import type { AbortReason, Trigger } from '../../jobs/types.js';
 import type { OnceErrorWire } from '../../once/errors.js';
-import type { OnceAcquired, OnceRequest, OnceSettle } from '../../once/once.js';
+import type { OnceAcquired, OnceRequest, OnceSettle } from '../../once/types.js';
 
 /** What the worker needs to load the job file and build ctx. */
 export interface WorkerStart {

@@ -20,7 +20,7 @@ import pino from 'pino';
 import type { AbortReason } from '../../jobs/types.js';
 import type { Logger } from '../../log.js';
 import type { FromWorker, ToWorker, WorkerStart } from './protocol.js';
-import type { OnceBackend } from '../../once/once.js';
+import type { OnceBackend } from '../../once/types.js';
 import { toWire } from '../../once/errors.js';
 
 export const WORKER_ENTRY = fileURLToPath(new URL('./worker-entry.js', import.meta.url));

@@ -17,7 +17,8 @@ import { loggerOptions } from '../../log-options.js';
 import { describeThrown, serialiseResult } from '../outcome.js';
 import type { FromWorker, ToWorker, WorkerStart } from './protocol.js';
 import { fromWire } from '../../once/errors.js';
-import { makeOnce, type OnceAcquired, type OnceBackend } from '../../once/once.js';
+import { makeOnce } from '../../once/once.js';
+import type { OnceAcquired, OnceBackend } from '../../once/types.js';
 import { checkAgainstDeadline } from '../lease-proof.js';
 
 const inThread = !isMainThread && parentPort !== null;
