@@ -36,13 +36,13 @@ export function settingOption(flags: string, name: SettingName): Option {
   return new Option(flags, settingHelp(name));
 }
 
-const JSON_HELP = 'print one JSON document on stdout (logs go to stderr)';
+export const JSON_HELP = 'print one JSON document on stdout (logs go to stderr)';
 
 /**
  * The common flags every command takes after its name. The GLOBAL ones are also taken before it
  * (`scheduler --store <url> list`, git's and kubectl's order; see withGlobalOptions).
  */
-function commonOptions(): Option[] {
+export function commonOptions(): Option[] {
   return [
     new Option('--config <file>', `${CONFIG_FILE.description} (${CONFIG_FILE.env}, default ${CONFIG_FILE.default} when present)`),
     settingOption('--jobs <dir>', 'jobsDir'),

@@ -106,10 +106,10 @@ export const CONFIG_FILE = {
 } as const;
 
 /** A setting's default as shown: the value in DEFAULTS, else its defaultText, else none. */
-export function defaultOf(name: SettingName): string {
+export function defaultOf(name: string, spec: SettingSpec = SETTINGS[name as SettingName]): string {
   const value = (DEFAULTS as Record<string, string>)[name];
   if (value !== undefined && value !== '') return value;
-  return (SETTINGS[name] as SettingSpec).defaultText ?? 'none';
+  return spec.defaultText ?? 'none';
 }
 
 /** A setting's flag help: its meaning, then where else it is set and its default. */
