@@ -5,6 +5,7 @@
  */
 import { Command, Option } from 'commander';
 import type { Config, ConfigFlags } from '../config/config.js';
+import { CONFIG_FILE, settingHelp, type SettingName } from '../config/settings.js';
 import { SchedulerError } from '../errors.js';
 import type { LoadedJobs } from '../jobs/load.js';
 import type { Logger } from '../log.js';
@@ -30,21 +31,74 @@ export interface CommonOptions {
   json?: boolean;
 }
 
+/** The flag of a setting, its help made from the setting's declaration (src/config/settings.ts). */
+export function settingOption(flags: string, name: SettingName): Option {
+  return new Option(flags, settingHelp(name));
+}
+
+export const JSON_HELP = 'print one JSON document on stdout (logs go to stderr)';
+
+/**
+ * The common flags every command takes after its name. The GLOBAL ones are also taken before it
+ * (`scheduler --store <url> list`, git's and kubectl's order; see withGlobalOptions).
+ */
+export function commonOptions(): Option[] {
+  return [
+    new Option('--config <file>', `${CONFIG_FILE.description} (${CONFIG_FILE.env}, default ${CONFIG_FILE.default} when present)`),
+    settingOption('--jobs <dir>', 'jobsDir'),
+    settingOption('--store <url>', 'store'),
+    settingOption('--redis <urls>', 'redis'),
+    settingOption('--node-id <name>', 'nodeId'),
+    settingOption('--log-level <level>', 'logLevel'),
+    settingOption('--load-timeout <duration>', 'loadTimeout'),
+    settingOption('--isolation <mode>', 'isolation'),
+    settingOption('--max-result-size <size>', 'maxResultSize'),
+    settingOption('--redis-prefix <prefix>', 'redisPrefix').hideHelp(),
+    settingOption('--timezone <zone>', 'timezone').hideHelp(),
+  ];
+}
+
+/** The common flags also accepted before the command (attribute names, as in CommonOptions). */
+export const GLOBAL_OPTIONS = ['config', 'jobs', 'store', 'redis', 'nodeId', 'logLevel', 'json'] as const;
+
 export function withCommonOptions(cmd: Command, opts: { json?: boolean } = { json: true }): Command {
-  cmd
-    .option('--config <file>', 'configuration file (default: config/scheduler.json when present)')
-    .option('--jobs <dir>', 'jobs folder (SCHEDULER_JOBS_DIR, default ./jobs)')
-    .option('--store <url>', 'run store: sqlite:<path>, mysql://..., postgres://... (SCHEDULER_STORE)')
-    .option('--redis <urls>', 'comma-separated Redis masters for Redlock (SCHEDULER_REDIS)')
-    .option('--node-id <name>', "this node's name (SCHEDULER_NODE_ID, default <hostname>-<pid>)")
-    .option('--log-level <level>', 'pino level (SCHEDULER_LOG_LEVEL, default info)')
-    .option('--load-timeout <duration>', 'deadline of each job file\'s load (SCHEDULER_LOAD_TIMEOUT, default 10s)')
-    .option('--isolation <mode>', "default isolation of job bodies: inline or worker (SCHEDULER_ISOLATION, default inline)")
-    .option('--max-result-size <size>', 'largest result stored with a run, e.g. 1MB (SCHEDULER_MAX_RESULT_SIZE, default 1MB)')
-    .addOption(new Option('--redis-prefix <prefix>', 'prefix of Redis keys (SCHEDULER_REDIS_PREFIX, default scheduler:)').hideHelp())
-    .addOption(new Option('--timezone <zone>', 'default time zone of jobs (SCHEDULER_TIMEZONE)').hideHelp());
-  if (opts.json) cmd.option('--json', 'print one JSON document on stdout (logs go to stderr)');
+  for (const option of commonOptions()) cmd.addOption(option);
+  if (opts.json) cmd.option('--json', JSON_HELP);
   return cmd;
+}
+
+/**
+ * The GLOBAL_OPTIONS on the program, before the command. Given both before and after the command,
+ * the one after wins (it is the more specific). A flag the command does not take (`--json` before
+ * `run`) is refused as it is after the command.
+ */
+export function withGlobalOptions(program: Command): Command {
+  const heading = 'Common options (before or after the command; given in both places, the one after the command wins):';
+  const common = [...commonOptions(), new Option('--json', JSON_HELP)];
+  for (const name of GLOBAL_OPTIONS) program.addOption(common.find((o) => o.attributeName() === name)!.helpGroup(heading));
+  program.hook('preAction', (root, command) => {
+    for (const name of GLOBAL_OPTIONS) {
+      if (root.getOptionValueSource(name) !== 'cli') continue;
+      const option = command.options.find((o) => o.attributeName() === name);
+      if (!option) command.error(`error: unknown option '${root.options.find((o) => o.attributeName() === name)!.long}' for '${command.name()}'`, { code: 'commander.unknownOption' });
+      else if (command.getOptionValueSource(name) !== 'cli') command.setOptionValueWithSource(name, root.getOptionValue(name), 'cli');
+    }
+  });
+  return program;
+}
+
+/**
+ * The command's name in argv (`node bin/scheduler [global flags] <command> ...`), global flags and
+ * their values skipped; undefined when there is none.
+ */
+export function commandName(program: Command, argv: string[]): string | undefined {
+  for (let i = 2; i < argv.length; i++) {
+    const arg = argv[i]!;
+    if (!arg.startsWith('-')) return arg;
+    const option = program.options.find((o) => o.long === arg || o.short === arg);
+    if (option?.required) i++;
+  }
+  return undefined;
 }
 
 /** The flags of the configuration, from the command's options (see loadConfig). */

@@ -5,13 +5,14 @@ import { RUN_STATUSES, type RunStatus } from '../store/types.js';
 import type { Config } from '../config/config.js';
 import type { RunRecord } from '../store/types.js';
 import { formatLocal, relativeTime, truncate, zoneOffset } from '../time/display.js';
+import { withExitStatuses } from './exit.js';
 import { jobsOf, parseCount, print, setup, withCommonOptions, type CommonOptions } from './common.js';
 import { knownList, unknownJob } from './next.js';
 import { adjacentPeriods, shardText } from '../output/periods.js';
 import { NAME_WIDTH, durationText, fittedTable, runView, wrapParts, type TimeView } from './views.js';
 
 export function historyCommand(program: Command): void {
-  withCommonOptions(program.command('history'))
+  withExitStatuses(withCommonOptions(program.command('history')), { 0: 'ok', 2: 'unknown job, bad --limit or --status, bad usage or setting', 4: 'store unreachable' })
     .description('the recorded runs, newest first')
     .argument('[job]', 'only this job')
     .option('--limit <n>', 'how many runs', '50')

@@ -3,6 +3,7 @@ import type { Command } from 'commander';
 import { UsageError } from '../errors.js';
 import { openStores } from './lazy.js';
 import { ONCE_STATUSES, type OnceRecord, type OnceStatus } from '../store/types.js';
+import { withExitStatuses } from './exit.js';
 import { parseCount, print, setup, table, withCommonOptions, type CommonOptions } from './common.js';
 
 interface KeysOptions extends CommonOptions {
@@ -35,7 +36,7 @@ export function keyView(r: OnceRecord) {
 const cut = (text: string, max: number): string => (text.length <= max ? text : `${text.slice(0, max - 1)}…`);
 
 export function keysCommand(program: Command): void {
-  withCommonOptions(program.command('keys'))
+  withExitStatuses(withCommonOptions(program.command('keys')), { 0: 'ok', 2: 'bad --status or --limit, bad usage or setting', 4: 'store unreachable' })
     .description('the ctx.once keys, most recently written first: key, status, attempts made, first and last run, result or error')
     .option('--prefix <p>', 'only keys that start with this')
     .option('--status <status>', `only keys with this status (${ONCE_STATUSES.join(', ')})`)

@@ -1,13 +1,13 @@
 import type { Command } from 'commander';
 import { openStores } from './lazy.js';
 import { formatDuration } from '../time/duration.js';
-import { EXIT } from './exit.js';
+import { EXIT, withExitStatuses } from './exit.js';
 import { truncate } from '../time/display.js';
 import { MAX_COUNT, jobsOf, parseCount, print, setup, withCommonOptions, type CommonOptions } from './common.js';
 import { NAME_WIDTH, TEXT_WIDTH, datedText, fittedTable, runView, whenText, wrapParts, wrapText } from './views.js';
 
 export function listCommand(program: Command): void {
-  withCommonOptions(program.command('list'))
+  withExitStatuses(withCommonOptions(program.command('list')), { 0: 'ok', 2: 'a job file is invalid (the valid jobs are still listed), bad -n, bad usage or setting', 4: 'store unreachable' })
     .description('every job: schedule, time zone, next runs, last run and its status; invalid files with their error')
     .option('-n, --count <n>', `how many next periods per job (1 to ${MAX_COUNT}; the table shows the first unless -n is given)`, '3')
     .option('--utc', "show times in UTC instead of each job's zone")

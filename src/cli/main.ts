@@ -3,7 +3,8 @@ import { readFileSync } from 'node:fs';
 import { Command, CommanderError } from 'commander';
 import { redactText } from '../config/redact.js';
 import { SchedulerError, errorMessage } from '../errors.js';
-import { EXIT, exitCodeFor } from './exit.js';
+import { commandName, withGlobalOptions } from './common.js';
+import { EXIT, EXIT_MEANINGS, exitCodeFor } from './exit.js';
 import { historyCommand } from './history.js';
 import { keysCommand } from './keys.js';
 import { listCommand } from './list.js';
@@ -20,11 +21,13 @@ import { validateCommand } from './validate.js';
 const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
 
 export function buildProgram(): Command {
-  const program = new Command('scheduler')
+  const program = withGlobalOptions(new Command('scheduler'))
     .description('Cluster-safe cron: every period of every job runs once across all nodes.')
     .version(pkg.version)
     .showHelpAfterError('(run with --help for usage)')
     .exitOverride()
+    // The common flags before the command are the program's; after it, the command's own.
+    .enablePositionalOptions()
     .addHelpText('after', `
 Examples:
   scheduler run                                        # the daemon, SQLite in ./data, jobs from ./jobs
@@ -41,7 +44,7 @@ Examples:
   scheduler keys --prefix order_delivery: --status failed   # ctx.once keys, for audits
   scheduler pause nightly-report --reason "db upgrade" # cluster-wide, within one tick; 'resume nightly-report' undoes it
 
-Exit statuses: 0 ok, 1 a run failed, 2 bad usage/configuration/job files, 3 refused, 4 store or Redis quorum unreachable.`);
+Exit statuses: ${Object.entries(EXIT_MEANINGS).map(([code, meaning]) => `${code} ${meaning}`).join(', ')}.`);
   for (const add of [runCommand, runOnceCommand, listCommand, nextCommand, validateCommand, historyCommand, keysCommand, migrateCommand, pruneCommand, nodesCommand, pauseCommands]) add(program);
   for (const cmd of program.commands) cmd.exitOverride();
   return program;
@@ -62,7 +65,7 @@ export async function main(argv: string[]): Promise<void> {
     process.stdout.write('', () => process.stderr.write('', () => realExit(code)));
   };
   // Only the daemon keeps the signals that came while it loaded (see signals.ts).
-  if (argv[2] !== 'run') releaseSignals();
+  if (commandName(program, argv) !== 'run') releaseSignals();
   try {
     await program.parseAsync(argv);
     finish(typeof process.exitCode === 'number' ? process.exitCode : EXIT.ok);

@@ -1,10 +1,11 @@
 import type { Command } from 'commander';
 import { SchedulerError } from '../errors.js';
 import { INSTANT_EXPECTED, parseInstant } from '../time/instant.js';
+import { withExitStatuses } from './exit.js';
 import { MAX_COUNT, jobsOf, parseCount, print, setup, table, withCommonOptions, type CommonOptions } from './common.js';
 
 export function nextCommand(program: Command): void {
-  withCommonOptions(program.command('next'))
+  withExitStatuses(withCommonOptions(program.command('next')), { 0: 'ok (also when the schedule has fewer periods left than asked)', 2: 'unknown job, bad -n or --from, bad usage or setting' })
     .description("the next periods of a job, in the job's zone and in UTC, flagging DST transitions")
     .argument('<job>', 'job name')
     .option('-n, --count <n>', `how many periods (1 to ${MAX_COUNT})`, '5')

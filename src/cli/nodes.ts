@@ -3,6 +3,7 @@ import type { Command } from 'commander';
 import { formatAge, formatOffset, nodeView, stateText } from '../nodes/view.js';
 import { openStores } from './lazy.js';
 import type { ListedNode } from '../store/types.js';
+import { withExitStatuses } from './exit.js';
 import { print, setup, table, withCommonOptions, type CommonOptions } from './common.js';
 
 /** Nodes stopped (or silent) longer ago than this are not shown. */
@@ -12,7 +13,7 @@ const RECENT_MS = 86_400_000;
 const cut = (text: string, max: number): string => (text.length <= max ? text : `${text.slice(0, max - 1)}…`);
 
 export function nodesCommand(program: Command): void {
-  withCommonOptions(program.command('nodes'))
+  withExitStatuses(withCommonOptions(program.command('nodes')), { 0: 'ok', 2: 'bad usage or setting', 4: 'store unreachable' })
     .description('the live and recently stopped nodes (last 24 h): id, host, pid, version, started, last heartbeat, runs in flight, clock offset to the store')
     .action(async (options: CommonOptions) => {
       const { config } = await setup(options);

@@ -13,6 +13,7 @@ import type { Command } from 'commander';
 import { SchedulerError, UsageError, errorMessage } from '../errors.js';
 import type { LoadedJobs } from '../jobs/load.js';
 import { openStores } from './lazy.js';
+import { withExitStatuses } from './exit.js';
 import type { JobStore } from '../store/types.js';
 import type { Config } from '../config/config.js';
 import { jobsOf, print, setup, withCommonOptions, type CommonOptions } from './common.js';
@@ -57,24 +58,22 @@ export function parseReason(text: string | undefined): string | null {
 }
 
 export function pauseCommands(program: Command): void {
-  withCommonOptions(program.command('pause'))
+  withExitStatuses(withCommonOptions(program.command('pause')), {
+    0: 'paused (or already paused: a new --reason replaces the old)', 2: 'unknown job or bad --reason', 4: 'store unreachable',
+  })
     .description('pause a job cluster-wide: every node skips its periods within one tick (recorded skipped, reason paused) until resume')
     .argument('<job>', 'job name')
     .option('--reason <text>', `why (shown by list, history and the status page; at most ${MAX_REASON_CHARS} characters)`)
     .addHelpText('after', `
-Exit: 0 paused (or already paused: a new --reason replaces the old), 2 unknown job or bad --reason, 4 store unreachable.
-
 Example:
   scheduler pause nightly-report --reason "ledger migration, until 18:00"`)
     .action(async (name: string, options: PauseOptions) => {
       const reason = parseReason(options.reason);
       await change(name, options, true, reason);
     });
-  withCommonOptions(program.command('resume'))
+  withExitStatuses(withCommonOptions(program.command('resume')), { 0: 'resumed (or was not paused)', 2: 'unknown job', 4: 'store unreachable' })
     .description('resume a paused job cluster-wide: every node runs its periods again within one tick; owed attempts run when due')
     .argument('<job>', 'job name')
-    .addHelpText('after', `
-Exit: 0 resumed (or was not paused), 2 unknown job, 4 store unreachable.`)
     .action(async (name: string, options: CommonOptions) => {
       await change(name, options, false, null);
     });

@@ -4,7 +4,8 @@ import { ConfigError, UsageError } from '../errors.js';
 import { checkRetention, retentionRefusal } from '../run/retention.js';
 import { openStores } from './lazy.js';
 import { DURATION_EXPECTED, formatDuration, parseDuration } from '../time/duration.js';
-import { jobsOf, print, setup, withCommonOptions, type CommonOptions } from './common.js';
+import { withExitStatuses } from './exit.js';
+import { jobsOf, print, setup, settingOption, withCommonOptions, type CommonOptions } from './common.js';
 
 interface PruneOptions extends CommonOptions {
   olderThan?: string;
@@ -12,10 +13,10 @@ interface PruneOptions extends CommonOptions {
 }
 
 export function pruneCommand(program: Command): void {
-  withCommonOptions(program.command('prune'))
+  withExitStatuses(withCommonOptions(program.command('prune')), { 0: 'pruned, or counted with --dry-run (skipped while another node prunes)', 2: 'refused (older than allowed: the largest catchUp plus 1h) or bad duration, bad usage or setting', 4: 'store unreachable' })
     .description("delete finished runs older than D (default: the retention setting), in batches; never a job's newest run, a pending or running one, or one younger than the largest catchUp plus 1h")
     .option('--older-than <duration>', 'delete finished runs that started longer ago than this (default: the retention setting)')
-    .option('--retention <duration|off>', 'the retention setting (SCHEDULER_RETENTION, default 30d)')
+    .addOption(settingOption('--retention <duration|off>', 'retention'))
     .option('--dry-run', 'count what would be deleted; delete nothing')
     .action(async (options: PruneOptions) => {
       let olderThanMs: number | undefined;

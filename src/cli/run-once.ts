@@ -9,7 +9,7 @@ import type { Runtime } from '../runtime.js';
 import { openRuntime, openStores } from './lazy.js';
 import type { AttemptResult } from '../run/execute.js';
 import type { PeriodResult } from '../run/period.js';
-import { EXIT } from './exit.js';
+import { EXIT, withExitStatuses } from './exit.js';
 import { jobsOf, print, setup, table, withCommonOptions, type CommonOptions } from './common.js';
 import { unknownJob } from './next.js';
 import { durationText } from './views.js';
@@ -30,7 +30,9 @@ interface Report {
 const FAILED = new Set(['failed', 'timed_out', 'abandoned', 'interrupted']);
 
 export function runOnceCommand(program: Command): void {
-  withCommonOptions(program.command('run-once'))
+  withExitStatuses(withCommonOptions(program.command('run-once')), {
+    0: 'all ran (or nothing was due)', 1: "a period's last attempt failed", 2: 'bad usage or job files', 3: 'refused', 4: 'store or Redis unreachable',
+  })
     .description('one scheduling pass and exit; or run the named jobs now, by hand')
     .argument('[jobs...]', 'run these jobs now (manual runs) instead of a scheduling pass')
     .option('--period <iso>', 'with one job: run that cron period by hand')
@@ -38,8 +40,6 @@ export function runOnceCommand(program: Command): void {
     .option('--shard <index>', 'with one sharded job: run only this shard (0 to shards-1), now or of --period')
     .option('--dry-run', 'run bodies with ctx.dryRun = true; no run row, no lock')
     .addHelpText('after', `
-Exit: 0 all ran (or nothing was due), 1 a period's last attempt failed, 2 bad usage or job files, 3 refused, 4 store or Redis unreachable.
-
 Examples:
   scheduler run-once                                   # a pass, for a systemd timer or a Kubernetes CronJob
   scheduler run-once nightly-report                    # run a job now, by hand

@@ -1,13 +1,18 @@
 /** `run`: the daemon. Its machinery loads when the command runs (see daemon.ts). */
 import type { Command } from 'commander';
-import { withCommonOptions, type CommonOptions } from './common.js';
+import { withExitStatuses } from './exit.js';
+import { settingOption, withCommonOptions, type CommonOptions } from './common.js';
 
 export function runCommand(program: Command): void {
-  withCommonOptions(program.command('run'), { json: false })
+  withExitStatuses(withCommonOptions(program.command('run'), { json: false }), {
+    0: 'a clean stop (SIGTERM or SIGINT)',
+    2: 'bad usage or setting (a configured HTTP address in use included), or the node id held by another live process, at start or while running',
+    4: 'store unreachable at start',
+  })
     .description('the daemon: schedule every valid job until SIGTERM or SIGINT; SIGHUP reloads the config file and the jobs folder')
-    .option('--grace-period <duration>', 'how long in-flight runs may finish after SIGTERM (SCHEDULER_GRACE_PERIOD, default 30s)')
-    .option('--http <addr>', "the HTTP server's address (probes /healthz /readyz, /metrics, /api, status page): host:port, host:0 for any free port, or off (SCHEDULER_HTTP, default 127.0.0.1:9464)")
-    .option('--alert-webhook <url>', 'POST a JSON alert here on failed, timed-out, missed and abandoned periods and lost dependencies (SCHEDULER_ALERT_WEBHOOK, default none)')
-    .option('--retention <duration|off>', 'finished runs older than this are pruned in the background, hourly (SCHEDULER_RETENTION, default 30d)')
+    .addOption(settingOption('--grace-period <duration>', 'gracePeriod'))
+    .addOption(settingOption('--http <addr>', 'http'))
+    .addOption(settingOption('--alert-webhook <url>', 'alertWebhook'))
+    .addOption(settingOption('--retention <duration|off>', 'retention'))
     .action(async (options: CommonOptions) => (await import('./daemon.js')).runDaemon(options));
 }

@@ -1,9 +1,9 @@
 import type { Command } from 'commander';
-import { EXIT } from './exit.js';
+import { EXIT, withExitStatuses } from './exit.js';
 import { jobsOf, print, setup, withCommonOptions, type CommonOptions } from './common.js';
 
 export function validateCommand(program: Command): void {
-  withCommonOptions(program.command('validate'))
+  withExitStatuses(withCommonOptions(program.command('validate')), { 0: 'the configuration and every job file are valid', 2: 'any problem' })
     .description('load the configuration and every job file; print one line per problem')
     .action(async (options: CommonOptions) => {
       const { config } = await setup(options);

@@ -15,6 +15,7 @@ import { DEFAULT_MAX_RESULT_BYTES, formatSize } from '../run/outcome.js';
 import { redactUrl } from './redact.js';
 import { parseStoreHosts, StoreUrlError, type StoreHost, type TargetSessionAttrs } from '../store/hosts.js';
 import { redactWebhookUrl } from '../alerts/webhook.js';
+import { CONFIG_FILE, DEFAULTS, LOG_LEVELS, SETTINGS, type SettingName } from './settings.js';
 
 /**
  * `url` is the URL as given (shown with its password redacted). `hosts`: the hosts it lists, in
@@ -56,49 +57,8 @@ export interface Config {
   configFile?: string;
 }
 
-/** The defaults, in one object. */
-export const DEFAULTS = {
-  jobsDir: './jobs',
-  store: 'sqlite:./data/scheduler.db',
-  redis: '',
-  redisPrefix: 'scheduler:',
-  timezone: 'UTC',
-  // Loopback only; the port is Prometheus's range of exporter ports (a busy default only warns).
-  http: '127.0.0.1:9464',
-  httpToken: '',
-  logLevel: 'info',
-  gracePeriod: '30s',
-  retention: '30d',
-  loadTimeout: '10s',
-  isolation: 'inline',
-  maxResultSize: '1MB',
-} as const;
-
-/** Setting name -> environment variable and flag. */
-const SETTINGS = {
-  jobsDir: { env: 'SCHEDULER_JOBS_DIR', flag: '--jobs' },
-  store: { env: 'SCHEDULER_STORE', flag: '--store' },
-  redis: { env: 'SCHEDULER_REDIS', flag: '--redis' },
-  redisPrefix: { env: 'SCHEDULER_REDIS_PREFIX', flag: '--redis-prefix' },
-  nodeId: { env: 'SCHEDULER_NODE_ID', flag: '--node-id' },
-  timezone: { env: 'SCHEDULER_TIMEZONE', flag: '--timezone' },
-  http: { env: 'SCHEDULER_HTTP', flag: '--http' },
-  httpToken: { env: 'SCHEDULER_HTTP_TOKEN', flag: '--http-token' },
-  logLevel: { env: 'SCHEDULER_LOG_LEVEL', flag: '--log-level' },
-  gracePeriod: { env: 'SCHEDULER_GRACE_PERIOD', flag: '--grace-period' },
-  retention: { env: 'SCHEDULER_RETENTION', flag: '--retention' },
-  loadTimeout: { env: 'SCHEDULER_LOAD_TIMEOUT', flag: '--load-timeout' },
-  isolation: { env: 'SCHEDULER_ISOLATION', flag: '--isolation' },
-  maxResultSize: { env: 'SCHEDULER_MAX_RESULT_SIZE', flag: '--max-result-size' },
-  alertWebhook: { env: 'SCHEDULER_ALERT_WEBHOOK', flag: '--alert-webhook' },
-  // No flag on any command (a flag shows in `ps`); the name is only for messages.
-  alertToken: { env: 'SCHEDULER_ALERT_TOKEN', flag: '--alert-token' },
-} as const;
-
-export type SettingName = keyof typeof SETTINGS;
+export { DEFAULTS, type SettingName };
 export type ConfigFlags = Partial<Record<SettingName | 'config', string>>;
-
-const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
 export interface LoadOptions {
   flags?: ConfigFlags;
@@ -113,12 +73,12 @@ export function loadConfig(options: LoadOptions = {}): Config {
   const cwd = options.cwd ?? process.cwd();
   const flags = options.flags ?? {};
 
-  const fileName = flags.config ?? env.SCHEDULER_CONFIG;
-  const configPath = fileName ? resolve(cwd, fileName) : resolve(cwd, 'config/scheduler.json');
+  const fileName = flags.config ?? env[CONFIG_FILE.env];
+  const configPath = resolve(cwd, fileName || CONFIG_FILE.default);
   let fileValues: Record<string, unknown> = {};
   let configFile: string | undefined;
   if (fileName && !existsSync(configPath)) {
-    const origin = flags.config !== undefined ? '--config' : 'SCHEDULER_CONFIG';
+    const origin = flags.config !== undefined ? CONFIG_FILE.flag : CONFIG_FILE.env;
     throw new ConfigError(`invalid setting ${origin}=${fileName}: expected an existing JSON config file (${configPath} does not exist)`);
   }
   if (existsSync(configPath)) {
@@ -190,7 +150,7 @@ export function loadConfig(options: LoadOptions = {}): Config {
   const httpToken = (tokenRaw.value as string).trim() === '' ? null : (tokenRaw.value as string).trim();
 
   const levelRaw = raw('logLevel', DEFAULTS.logLevel);
-  const logLevel = z.enum(LOG_LEVELS as [string, ...string[]]).safeParse(levelRaw.value);
+  const logLevel = z.enum(LOG_LEVELS).safeParse(levelRaw.value);
   if (!logLevel.success) fail(levelRaw, `one of ${LOG_LEVELS.join(', ')}`);
 
   const graceRaw = raw('gracePeriod', DEFAULTS.gracePeriod);

@@ -10,10 +10,11 @@ import { accessSync, constants, statSync } from 'node:fs';
 import { delimiter, dirname, isAbsolute, join, resolve } from 'node:path';
 import { parseDuration, DURATION_EXPECTED } from '../time/duration.js';
 import type { CommandSpec } from './types.js';
+import { DEFAULT_KILL_AFTER, JOB_FIELDS, type FieldSpec } from './fields.js';
 
-export const DEFAULT_KILL_AFTER = '10s';
+export { DEFAULT_KILL_AFTER };
 /** The fields only a command job may have. */
-export const COMMAND_FIELDS = ['command', 'killAfter', 'cwd', 'env'] as const;
+export const COMMAND_FIELDS: string[] = Object.entries(JOB_FIELDS as Record<string, FieldSpec>).flatMap(([name, spec]) => (spec.commandJob ? [name] : []));
 /** What every command is started with (variables named so are set by the scheduler). */
 export const RESERVED_ENV_PREFIX = 'SCHEDULER_';
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;

@@ -15,7 +15,8 @@ import { createJobImporter, defaultExportOf } from './importer.js';
 import type { InvalidJobFile, Job } from './types.js';
 import { validateJob, type JobFieldDefaults, type ScheduleCache } from './validate.js';
 
-const EXTENSIONS = new Set(['.ts', '.mts', '.js', '.mjs', '.json', '.yaml', '.yml']);
+/** The extensions of job files (the others in the jobs folder are ignored). */
+export const EXTENSIONS = new Set(['.ts', '.mts', '.js', '.mjs', '.json', '.yaml', '.yml']);
 /** Tooling files a jobs folder with dependencies of its own may hold: not job files, whatever their extension. */
 const TOOLING_FILE = /^(package\.json|package-lock\.json|npm-shrinkwrap\.json|tsconfig(\..+)?\.json|jsconfig\.json|pnpm-lock\.yaml|pnpm-workspace\.yaml|renovate\.json)$/;
 

@@ -9,17 +9,9 @@ import { shortestGapMs } from '../time/jitter.js';
 import { COMMAND_FIELDS, NOT_SHOWN, validateCommand } from './command.js';
 import { DATA_EXTENSIONS } from './data-file.js';
 import type { CommandSpec, Isolation, Job } from './types.js';
+import { JOB_DEFAULTS, JOB_FIELDS, MAX_RETRIES, MAX_SHARDS } from './fields.js';
 
-export const JOB_DEFAULTS = {
-  lockTtl: '30s',
-  overlap: 'skip',
-  catchUp: '15m',
-  coalesce: true,
-  retries: 0,
-  retryDelay: '30s',
-  enabled: true,
-  isolation: 'inline',
-} as const;
+export { JOB_DEFAULTS, MAX_SHARDS };
 
 /** Job fields whose default comes from the configuration. */
 export interface JobFieldDefaults {
@@ -29,10 +21,9 @@ export interface JobFieldDefaults {
 
 export const ISOLATIONS: readonly Isolation[] = ['inline', 'worker'];
 
-const FIELDS = ['name', 'schedule', 'timezone', 'timeout', 'lockTtl', 'overlap', 'catchUp', 'coalesce', 'retries', 'retryDelay', 'enabled', 'isolation', 'jitter', 'shards', 'run', 'onFailure', 'description', ...COMMAND_FIELDS];
+const FIELDS: string[] = Object.keys(JOB_FIELDS);
 export const JOB_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/;
 const MIN_LOCK_TTL_MS = 1000;
-export const MAX_SHARDS = 1000;
 
 function show(value: unknown): string {
   if (value === NOT_SHOWN) return '(value not shown)';
@@ -128,8 +119,8 @@ export function validateJob(file: string, exported: unknown, defaultTimezone: st
   if (typeof enabled !== 'boolean') bad('enabled', def.enabled, 'true or false');
 
   const retries = def.retries ?? JOB_DEFAULTS.retries;
-  if (typeof retries !== 'number' || !Number.isInteger(retries) || retries < 0 || retries > 100) {
-    bad('retries', def.retries, 'a whole number from 0 to 100');
+  if (typeof retries !== 'number' || !Number.isInteger(retries) || retries < 0 || retries > MAX_RETRIES) {
+    bad('retries', def.retries, `a whole number from 0 to ${MAX_RETRIES}`);
   }
 
   // jitter: shorter than the schedule's shortest gap, or a period's start would pass the next instant.
