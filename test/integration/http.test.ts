@@ -103,7 +103,7 @@ describe('HTTP server of bin/scheduler run', () => {
 
     const metrics = await waitFor('a run counted', async () => {
       const m = await get(`${url}/metrics`);
-      return (sample(m.body, 'scheduler_runs_total{job="every",status="succeeded"}') ?? 0) >= 2 ? m : undefined;
+      return (sample(m.body, 'scheduler_runs_total{job_name="every",status="succeeded"}') ?? 0) >= 2 ? m : undefined;
     }, 60_000);
     expect(metrics.status).toBe(200);
     expect(metrics.headers.get('content-type')).toMatch(/^text\/plain/);
@@ -115,22 +115,22 @@ describe('HTTP server of bin/scheduler run', () => {
     expect(metrics.body).toMatch(/^nodejs_eventloop_lag_seconds /m);
     // The job that never ran: every series a user graphs is there, at 0.
     for (const status of ['succeeded', 'failed', 'timed_out', 'abandoned', 'skipped', 'interrupted']) {
-      expect(sample(metrics.body, `scheduler_runs_total{job="yearly",status="${status}"}`), status).toBe(0);
+      expect(sample(metrics.body, `scheduler_runs_total{job_name="yearly",status="${status}"}`), status).toBe(0);
     }
-    expect(sample(metrics.body, 'scheduler_run_duration_seconds_count{job="yearly"}')).toBe(0);
-    expect(sample(metrics.body, 'scheduler_missed_periods_total{job="yearly"}')).toBe(0);
-    expect(sample(metrics.body, 'scheduler_job_last_success_timestamp_seconds{job="yearly"}')).toBe(0);
-    expect(sample(metrics.body, 'scheduler_job_paused{job="yearly"}')).toBe(0);
-    expect(sample(metrics.body, 'scheduler_job_next_run_timestamp_seconds{job="yearly"}')).toBe(Date.UTC(new Date().getUTCFullYear() + 1, 0, 1) / 1000);
+    expect(sample(metrics.body, 'scheduler_run_duration_seconds_count{job_name="yearly"}')).toBe(0);
+    expect(sample(metrics.body, 'scheduler_missed_periods_total{job_name="yearly"}')).toBe(0);
+    expect(sample(metrics.body, 'scheduler_job_last_success_timestamp_seconds{job_name="yearly"}')).toBe(0);
+    expect(sample(metrics.body, 'scheduler_job_paused{job_name="yearly"}')).toBe(0);
+    expect(sample(metrics.body, 'scheduler_job_next_run_timestamp_seconds{job_name="yearly"}')).toBe(Date.UTC(new Date().getUTCFullYear() + 1, 0, 1) / 1000);
     expect(sample(metrics.body, 'scheduler_claims_total{outcome="lost_row"}')).toBe(0);
     // The job that ran.
     expect(sample(metrics.body, 'scheduler_claims_total{outcome="won"}')).toBeGreaterThanOrEqual(2);
-    expect(sample(metrics.body, 'scheduler_run_duration_seconds_count{job="every"}')).toBeGreaterThanOrEqual(2);
+    expect(sample(metrics.body, 'scheduler_run_duration_seconds_count{job_name="every"}')).toBeGreaterThanOrEqual(2);
     expect(sample(metrics.body, 'scheduler_fire_delay_seconds_count')).toBeGreaterThanOrEqual(2);
     expect(sample(metrics.body, 'scheduler_redis_quorum')).toBe(1);
     expect(sample(metrics.body, 'scheduler_store_up')).toBe(1);
     expect(sample(metrics.body, 'scheduler_build_info{version="0.1.0"}')).toBe(1);
-    await waitFor('last success from the store', async () => (sample((await get(`${url}/metrics`)).body, 'scheduler_job_last_success_timestamp_seconds{job="every"}') ?? 0) > Date.now() / 1000 - 120, 30_000);
+    await waitFor('last success from the store', async () => (sample((await get(`${url}/metrics`)).body, 'scheduler_job_last_success_timestamp_seconds{job_name="every"}') ?? 0) > Date.now() / 1000 - 120, 30_000);
 
     // The token: / and /api only.
     for (const path of ['/', '/api/jobs', '/api/summary']) {
@@ -242,7 +242,7 @@ describe('HTTP server on a PostgreSQL store shared by two nodes', () => {
     expect(warned).toMatch(/no SCHEDULER_HTTP_TOKEN/);
     for (const url of [urlA, urlB]) await waitFor(`readyz of ${url}`, async () => (await get(`${url}/readyz`)).status === 200, 60_000);
 
-    const lastSuccess = async (url: string) => sample((await get(`${url}/metrics`)).body, 'scheduler_job_last_success_timestamp_seconds{job="yearly"}');
+    const lastSuccess = async (url: string) => sample((await get(`${url}/metrics`)).body, 'scheduler_job_last_success_timestamp_seconds{job_name="yearly"}');
     expect(await lastSuccess(urlB)).toBe(0);
     const manual = await runCli(['run-once', 'yearly'], { cwd: ws.dir, env: { SCHEDULER_JOBS_DIR: ws.jobsDir, SCHEDULER_STORE: direct.toString(), SCHEDULER_NODE_ID: 'http-cli' } });
     expect(manual.code, manual.stderr).toBe(0);
