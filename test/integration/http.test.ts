@@ -1,8 +1,8 @@
 /**
  * The daemon's HTTP server, as operators use it: the real `bin/scheduler run` on an ephemeral port
  * (SCHEDULER_HTTP=127.0.0.1:0, the bound URL read from its "http server listening" line), probed with
- * fetch. Probes, /metrics, the token, /api, bind failures, and a PostgreSQL store black-holed under
- * a running node (readiness drops, liveness stays).
+ * fetch. Probes, /metrics (also as `promtool check metrics` reads it), the token, /api, bind
+ * failures, and a PostgreSQL store black-holed under a running node (readiness drops, liveness stays).
  */
 import { createServer, type Server, type Socket } from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -12,6 +12,7 @@ import { createPostgresDb, type TestDatabase } from '../helpers/databases.js';
 import { waitFor } from '../helpers/redis.js';
 import { Workspace } from '../helpers/workspace.js';
 import { parsePrometheusText } from '../helpers/prometheus-text.js';
+import { PROMTOOL, promtoolCheck } from '../helpers/promtool.js';
 
 const CONTRACT_METRICS = [
   'scheduler_runs_total', 'scheduler_run_duration_seconds', 'scheduler_fire_delay_seconds', 'scheduler_claims_total',
@@ -20,6 +21,11 @@ const CONTRACT_METRICS = [
   'scheduler_clock_offset_seconds', 'scheduler_build_info',
   // ctx.once's (issue 9)
   'scheduler_once_total', 'scheduler_once_keys_retried',
+];
+/** The contract's per-job families: each series labelled `job_name`. */
+const PER_JOB_METRICS = [
+  'scheduler_runs_total', 'scheduler_run_duration_seconds', 'scheduler_missed_periods_total',
+  'scheduler_job_last_success_timestamp_seconds', 'scheduler_job_next_run_timestamp_seconds', 'scheduler_job_paused',
 ];
 const TOKEN = 'tok-9f8e7d6c5b4a';
 /** A job no daemon runs by itself in a test's time (1 January, 00:00). */
@@ -286,4 +292,53 @@ describe('HTTP server on a PostgreSQL store shared by two nodes', () => {
     expect(logs).toContain(`POST http://127.0.0.1:${hook.port}/***: no answer within`);
     for (const [name, value] of Object.entries(secrets)) expect(logs, `${name} in the logs`).not.toContain(value);
   }, 180_000);
+});
+
+describe('/metrics as Prometheus reads it (promtool; skipped without promtool, outside CI)', () => {
+  it.runIf(PROMTOOL)("a real node's scrape passes `promtool check metrics` but for prom-client's default families; per-job series carry job_name, none carries job or instance", async () => {
+    const ws = workspace();
+    ws.writeJob('yearly.mjs', YEARLY);
+    ws.writeJob('every.mjs', EVERY_SECOND);
+    const d = start(ws, { SCHEDULER_STORE: ws.sqliteStore() });
+    const url = await urlOf(d);
+    // After runs, so the histograms and counters have samples past 0 (waited for on a series with no job label, the one checked below).
+    const body = await waitFor('two claims won', async () => {
+      const m = await get(`${url}/metrics`);
+      return (sample(m.body, 'scheduler_claims_total{outcome="won"}') ?? 0) >= 2 ? m.body : undefined;
+    }, 60_000);
+
+    const checked = promtoolCheck(body);
+    expect(checked.problems, 'promtool check metrics, less the default families of prom-client').toEqual([]);
+    expect(checked.code).toBe(checked.allowed.length > 0 ? 3 : 0);
+
+    const { samples } = parsePrometheusText(body);
+    // Prometheus sets `job` and `instance` on every scraped series; a target's own would be renamed to exported_*.
+    const clashing = [...samples].filter(([, s]) => s.labels.has('job') || s.labels.has('instance')).map(([key]) => key);
+    expect(clashing).toEqual([]);
+    for (const family of PER_JOB_METRICS) {
+      const series = [...samples.values()].filter((s) => s.family === family);
+      expect(new Set(series.map((s) => s.labels.get('job_name'))), family).toEqual(new Set(['every', 'yearly']));
+    }
+  });
+
+  it.runIf(PROMTOOL)('the filter lets real problems through: a gauge named _total, a counter without it, a camelCase label, a text promtool cannot parse', () => {
+    const bad = [
+      '# HELP nodejs_active_handles_total prom-client default, allowed', '# TYPE nodejs_active_handles_total gauge', 'nodejs_active_handles_total 3',
+      '# HELP scheduler_x_total a gauge named as a counter', '# TYPE scheduler_x_total gauge', 'scheduler_x_total 1',
+      '# HELP scheduler_y a counter without _total', '# TYPE scheduler_y counter', 'scheduler_y 1',
+      '# HELP scheduler_z_seconds a camelCase label', '# TYPE scheduler_z_seconds gauge', 'scheduler_z_seconds{jobName="a"} 1',
+      '',
+    ].join('\n');
+    const checked = promtoolCheck(bad);
+    expect(checked.code).toBe(3);
+    expect(checked.allowed).toEqual([expect.stringMatching(/^nodejs_active_handles_total non-counter metrics should not have "_total" suffix$/)]);
+    expect(checked.problems).toEqual([
+      expect.stringMatching(/^scheduler_x_total non-counter metrics should not have "_total" suffix$/),
+      expect.stringMatching(/^scheduler_y counter metrics should have "_total" suffix$/),
+      expect.stringMatching(/^scheduler_z_seconds label names should be written in 'snake_case' not 'camelCase'$/),
+    ]);
+    const broken = promtoolCheck('scheduler_ok_total{job_name="a" 1\n');
+    expect(broken.code).toBe(1);
+    expect(broken.problems).toEqual([expect.stringMatching(/^error while linting: text format parsing error/)]);
+  });
 });
