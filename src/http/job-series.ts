@@ -31,7 +31,7 @@ export interface Family {
   labelNames: readonly string[];
 }
 
-export const RUNS: Family = { name: 'scheduler_runs_total', help: 'Attempts that ended on this node, and periods it recorded skipped, by final status', type: 'counter', labelNames: [JOB_LABEL, 'status'] };
+export const RUNS: Family = { name: 'scheduler_runs_total', help: `Attempts whose outcome this node recorded (its own, and those of dead nodes it ended), and periods it recorded skipped, by final status: ${FINAL_STATUSES.join(', ')}`, type: 'counter', labelNames: [JOB_LABEL, 'status'] };
 export const DURATION: Family = { name: 'scheduler_run_duration_seconds', help: "Job bodies' run time on this node", type: 'histogram', labelNames: [JOB_LABEL] };
 export const MISSED: Family = { name: 'scheduler_missed_periods_total', help: 'Periods this node recorded skipped as missed (older than catchUp with no run)', type: 'counter', labelNames: [JOB_LABEL] };
 

@@ -59,7 +59,7 @@ export class SchedulerMetrics implements SchedulerObserver {
     collectDefaultMetrics({ register: this.registry, eventLoopMonitoringPrecision: 100 });
     this.fireDelay = new Histogram({ name: 'scheduler_fire_delay_seconds', help: "From a scheduled period's instant (store clock) to its body's start on this node", registers,
       buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30] });
-    this.claims = new Counter({ name: 'scheduler_claims_total', help: "This node's claims of periods and owed attempts, by outcome", labelNames: ['outcome'], registers });
+    this.claims = new Counter({ name: 'scheduler_claims_total', help: `This node's claims of periods and owed attempts, by outcome: ${CLAIM_OUTCOMES.join(', ')}`, labelNames: ['outcome'], registers });
     this.deferred = new Counter({ name: 'scheduler_periods_deferred_total', help: "Periods this node's ticks left to the other nodes and the catch-up sweep because its own claims were behind (overload)", registers });
     this.takeovers = new Counter({ name: 'scheduler_takeovers_total', help: 'Attempts of dead nodes (lease expired) this node ended', registers });
     this.leaseLost = new Counter({ name: 'scheduler_lease_lost_total', help: "This node's attempts that lost their lease", registers });
