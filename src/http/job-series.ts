@@ -17,15 +17,23 @@ import { FINAL_STATUSES, type FinalStatus } from '../store/types.js';
  */
 export const DURATION_BUCKETS: readonly number[] = [0.05, 0.25, 1, 5, 30, 120, 600, 3600];
 
+/**
+ * The per-job label. Not `job`: Prometheus sets `job` (the scrape job) on every series it scrapes and
+ * files a target's own `job` under `exported_job`, so `{job="nightly"}` would match nothing.
+ */
+export const JOB_LABEL = 'job_name';
+
 export interface Family {
   name: string;
   help: string;
   type: 'counter' | 'gauge' | 'histogram';
+  /** As prom-client's labelNames (a histogram's `le` not included): what the reference page lists. */
+  labelNames: readonly string[];
 }
 
-export const RUNS: Family = { name: 'scheduler_runs_total', help: 'Attempts that ended on this node, and periods it recorded skipped, by final status', type: 'counter' };
-export const DURATION: Family = { name: 'scheduler_run_duration_seconds', help: "Job bodies' run time on this node", type: 'histogram' };
-export const MISSED: Family = { name: 'scheduler_missed_periods_total', help: 'Periods this node recorded skipped as missed (older than catchUp with no run)', type: 'counter' };
+export const RUNS: Family = { name: 'scheduler_runs_total', help: `Attempts whose outcome this node recorded (its own, and those of dead nodes it ended), and periods it recorded skipped, by final status: ${FINAL_STATUSES.join(', ')}`, type: 'counter', labelNames: [JOB_LABEL, 'status'] };
+export const DURATION: Family = { name: 'scheduler_run_duration_seconds', help: "Job bodies' run time on this node", type: 'histogram', labelNames: [JOB_LABEL] };
+export const MISSED: Family = { name: 'scheduler_missed_periods_total', help: 'Periods this node recorded skipped as missed (older than catchUp with no run)', type: 'counter', labelNames: [JOB_LABEL] };
 
 /** A sample's value as the text format writes it (prom-client's spelling). */
 export function formatValue(v: number): string {
@@ -59,7 +67,7 @@ class JobCounts {
 
   render(): { runs: string; duration: string; missed: string } {
     if (this.text) return this.text;
-    const job = `job="${this.label}"`;
+    const job = `${JOB_LABEL}="${this.label}"`;
     let runs = '';
     for (const [status, n] of this.runs) runs += `${RUNS.name}{${job},status="${status}"} ${formatValue(n)}\n`;
     let duration = '';
@@ -133,6 +141,6 @@ export class JobSeries {
 /** A per-job gauge family: one line per job, `value(job)` read at each scrape. */
 export function gaugeText(f: Family, jobs: readonly string[], value: (job: string) => number): string {
   const parts: string[] = [header(f)];
-  for (const job of jobs) parts.push(`${f.name}{job="${escapeLabel(job)}"} ${formatValue(value(job))}\n`);
+  for (const job of jobs) parts.push(`${f.name}{${JOB_LABEL}="${escapeLabel(job)}"} ${formatValue(value(job))}\n`);
   return `${parts.join('')}\n`;
 }

@@ -9,16 +9,27 @@ import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom
 import { ONCE_RESULTS, type ClaimOutcome, type SchedulerEvent, type SchedulerObserver } from '../events/events.js';
 import type { QuorumState } from '../claim/lock.js';
 import type { SummaryCache } from './summaries.js';
-import { gaugeText, JobSeries, type Family } from './job-series.js';
+import { DURATION, gaugeText, JOB_LABEL, JobSeries, MISSED, RUNS, type Family } from './job-series.js';
 
-const LAST_SUCCESS: Family = { name: 'scheduler_job_last_success_timestamp_seconds', help: "Finish of the job's newest succeeded attempt, cluster-wide (0: none)", type: 'gauge' };
-const NEXT_RUN: Family = { name: 'scheduler_job_next_run_timestamp_seconds', help: "The job's next period on this node's schedule (0: none)", type: 'gauge' };
-const PAUSED: Family = { name: 'scheduler_job_paused', help: '1 when the job is paused cluster-wide', type: 'gauge' };
+const LAST_SUCCESS: Family = { name: 'scheduler_job_last_success_timestamp_seconds', help: "Finish of the job's newest succeeded attempt, cluster-wide (0: none)", type: 'gauge', labelNames: [JOB_LABEL] };
+const NEXT_RUN: Family = { name: 'scheduler_job_next_run_timestamp_seconds', help: "The job's next period on this node's schedule (0: none)", type: 'gauge', labelNames: [JOB_LABEL] };
+const PAUSED: Family = { name: 'scheduler_job_paused', help: '1 when the job is paused cluster-wide', type: 'gauge', labelNames: [JOB_LABEL] };
 
 const CLAIM_OUTCOMES: readonly ClaimOutcome[] = ['won', 'lost_lock', 'lost_row', 'skipped', 'blocked', 'error'];
 
 /** 1 all masters answer, 0.5 a quorum with some down, 0 no quorum; 'none' (no Redis configured: claims rest on the row alone) is 1, as nothing is missing. */
 export const QUORUM_VALUE: Record<QuorumState, number> = { ok: 1, degraded: 0.5, down: 0, none: 1 };
+
+/** The per-job families, in the scrape's order (after the registry's). */
+const PER_JOB: readonly Family[] = [RUNS, DURATION, MISSED, LAST_SUCCESS, NEXT_RUN, PAUSED];
+
+/** A family of the scrape as the reference page lists it. */
+export interface FamilyInfo {
+  name: string;
+  help: string;
+  type: string;
+  labelNames: readonly string[];
+}
 
 export interface MetricsState {
   jobs: string[];
@@ -48,7 +59,7 @@ export class SchedulerMetrics implements SchedulerObserver {
     collectDefaultMetrics({ register: this.registry, eventLoopMonitoringPrecision: 100 });
     this.fireDelay = new Histogram({ name: 'scheduler_fire_delay_seconds', help: "From a scheduled period's instant (store clock) to its body's start on this node", registers,
       buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30] });
-    this.claims = new Counter({ name: 'scheduler_claims_total', help: "This node's claims of periods and owed attempts, by outcome", labelNames: ['outcome'], registers });
+    this.claims = new Counter({ name: 'scheduler_claims_total', help: `This node's claims of periods and owed attempts, by outcome: ${CLAIM_OUTCOMES.join(', ')}`, labelNames: ['outcome'], registers });
     this.deferred = new Counter({ name: 'scheduler_periods_deferred_total', help: "Periods this node's ticks left to the other nodes and the catch-up sweep because its own claims were behind (overload)", registers });
     this.takeovers = new Counter({ name: 'scheduler_takeovers_total', help: 'Attempts of dead nodes (lease expired) this node ended', registers });
     this.leaseLost = new Counter({ name: 'scheduler_lease_lost_total', help: "This node's attempts that lost their lease", registers });
@@ -133,6 +144,16 @@ export class SchedulerMetrics implements SchedulerObserver {
       default:
         break;
     }
+  }
+
+  /** Every family of the scrape, in its order: docs/reference/metrics.md is generated from this. */
+  families(): FamilyInfo[] {
+    const own = this.registry.getMetricsAsArray().map((m) => {
+      // prom-client's typings give `type` as a numeric enum; its objects hold the text format's word.
+      const { name, help, type, labelNames } = m as unknown as { name: string; help: string; type: string; labelNames?: readonly string[] };
+      return { name, help, type, labelNames: labelNames ?? [] };
+    });
+    return [...own, ...PER_JOB.map(({ name, help, type, labelNames }) => ({ name, help, type, labelNames }))];
   }
 
   /** The Prometheus text: memory only. */

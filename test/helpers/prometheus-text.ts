@@ -3,7 +3,8 @@
  * on the first line Prometheus would refuse or misread (bad name, label or value syntax, a sample
  * before its family's TYPE, a family's samples split by another family, a duplicate series, a
  * histogram whose buckets decrease or whose +Inf bucket is not its _count). Returns each series'
- * value by its text key (`name{a="x",b="y"}` with the labels sorted) and each family's type.
+ * value by its text key (`name{a="x",b="y"}` with the labels sorted), each series' family and labels
+ * by the same key, and each family's type.
  */
 const NAME = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/;
 const LABEL = /^[a-zA-Z_][a-zA-Z0-9_]*$/;
@@ -12,6 +13,8 @@ const TYPES = new Set(['counter', 'gauge', 'histogram', 'summary', 'untyped']);
 export interface ParsedText {
   series: Map<string, number>;
   types: Map<string, string>;
+  /** By series key: its family (a histogram's _bucket, _sum and _count are the histogram's) and labels. */
+  samples: Map<string, { family: string; labels: Map<string, string> }>;
 }
 
 /** As Prometheus reads a value (Go's ParseFloat): NaN and Inf in any case (prom-client writes `Nan` for an empty event-loop histogram). */
@@ -76,6 +79,7 @@ function familyOf(name: string, types: Map<string, string>): string {
 export function parsePrometheusText(text: string): ParsedText {
   const series = new Map<string, number>();
   const types = new Map<string, string>();
+  const samples = new Map<string, { family: string; labels: Map<string, string> }>();
   const done = new Set<string>();
   let current: string | null = null;
   const buckets = new Map<string, Array<{ le: number; value: number }>>();
@@ -125,6 +129,7 @@ export function parsePrometheusText(text: string): ParsedText {
     const key = seriesKey(name, labels);
     if (series.has(key)) throw new Error(`line ${line}: series ${key} twice`);
     series.set(key, value);
+    samples.set(key, { family, labels });
     if (types.get(family) === 'histogram') {
       const others = new Map([...labels].filter(([k]) => k !== 'le'));
       const group = seriesKey(family, others);
@@ -146,5 +151,5 @@ export function parsePrometheusText(text: string): ParsedText {
     if (inf.le !== Infinity) throw new Error(`${group}: no +Inf bucket`);
     if (counts.get(group) !== inf.value) throw new Error(`${group}: _count ${counts.get(group)} is not the +Inf bucket ${inf.value}`);
   }
-  return { series, types };
+  return { series, types, samples };
 }

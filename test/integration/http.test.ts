@@ -1,8 +1,8 @@
 /**
  * The daemon's HTTP server, as operators use it: the real `bin/scheduler run` on an ephemeral port
  * (SCHEDULER_HTTP=127.0.0.1:0, the bound URL read from its "http server listening" line), probed with
- * fetch. Probes, /metrics, the token, /api, bind failures, and a PostgreSQL store black-holed under
- * a running node (readiness drops, liveness stays).
+ * fetch. Probes, /metrics (also as `promtool check metrics` reads it), the token, /api, bind
+ * failures, and a PostgreSQL store black-holed under a running node (readiness drops, liveness stays).
  */
 import { createServer, type Server, type Socket } from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -12,6 +12,7 @@ import { createPostgresDb, type TestDatabase } from '../helpers/databases.js';
 import { waitFor } from '../helpers/redis.js';
 import { Workspace } from '../helpers/workspace.js';
 import { parsePrometheusText } from '../helpers/prometheus-text.js';
+import { PROMTOOL, promtoolCheck } from '../helpers/promtool.js';
 
 const CONTRACT_METRICS = [
   'scheduler_runs_total', 'scheduler_run_duration_seconds', 'scheduler_fire_delay_seconds', 'scheduler_claims_total',
@@ -20,6 +21,11 @@ const CONTRACT_METRICS = [
   'scheduler_clock_offset_seconds', 'scheduler_build_info',
   // ctx.once's (issue 9)
   'scheduler_once_total', 'scheduler_once_keys_retried',
+];
+/** The contract's per-job families: each series labelled `job_name`. */
+const PER_JOB_METRICS = [
+  'scheduler_runs_total', 'scheduler_run_duration_seconds', 'scheduler_missed_periods_total',
+  'scheduler_job_last_success_timestamp_seconds', 'scheduler_job_next_run_timestamp_seconds', 'scheduler_job_paused',
 ];
 const TOKEN = 'tok-9f8e7d6c5b4a';
 /** A job no daemon runs by itself in a test's time (1 January, 00:00). */
@@ -103,7 +109,7 @@ describe('HTTP server of bin/scheduler run', () => {
 
     const metrics = await waitFor('a run counted', async () => {
       const m = await get(`${url}/metrics`);
-      return (sample(m.body, 'scheduler_runs_total{job="every",status="succeeded"}') ?? 0) >= 2 ? m : undefined;
+      return (sample(m.body, 'scheduler_runs_total{job_name="every",status="succeeded"}') ?? 0) >= 2 ? m : undefined;
     }, 60_000);
     expect(metrics.status).toBe(200);
     expect(metrics.headers.get('content-type')).toMatch(/^text\/plain/);
@@ -115,22 +121,22 @@ describe('HTTP server of bin/scheduler run', () => {
     expect(metrics.body).toMatch(/^nodejs_eventloop_lag_seconds /m);
     // The job that never ran: every series a user graphs is there, at 0.
     for (const status of ['succeeded', 'failed', 'timed_out', 'abandoned', 'skipped', 'interrupted']) {
-      expect(sample(metrics.body, `scheduler_runs_total{job="yearly",status="${status}"}`), status).toBe(0);
+      expect(sample(metrics.body, `scheduler_runs_total{job_name="yearly",status="${status}"}`), status).toBe(0);
     }
-    expect(sample(metrics.body, 'scheduler_run_duration_seconds_count{job="yearly"}')).toBe(0);
-    expect(sample(metrics.body, 'scheduler_missed_periods_total{job="yearly"}')).toBe(0);
-    expect(sample(metrics.body, 'scheduler_job_last_success_timestamp_seconds{job="yearly"}')).toBe(0);
-    expect(sample(metrics.body, 'scheduler_job_paused{job="yearly"}')).toBe(0);
-    expect(sample(metrics.body, 'scheduler_job_next_run_timestamp_seconds{job="yearly"}')).toBe(Date.UTC(new Date().getUTCFullYear() + 1, 0, 1) / 1000);
+    expect(sample(metrics.body, 'scheduler_run_duration_seconds_count{job_name="yearly"}')).toBe(0);
+    expect(sample(metrics.body, 'scheduler_missed_periods_total{job_name="yearly"}')).toBe(0);
+    expect(sample(metrics.body, 'scheduler_job_last_success_timestamp_seconds{job_name="yearly"}')).toBe(0);
+    expect(sample(metrics.body, 'scheduler_job_paused{job_name="yearly"}')).toBe(0);
+    expect(sample(metrics.body, 'scheduler_job_next_run_timestamp_seconds{job_name="yearly"}')).toBe(Date.UTC(new Date().getUTCFullYear() + 1, 0, 1) / 1000);
     expect(sample(metrics.body, 'scheduler_claims_total{outcome="lost_row"}')).toBe(0);
     // The job that ran.
     expect(sample(metrics.body, 'scheduler_claims_total{outcome="won"}')).toBeGreaterThanOrEqual(2);
-    expect(sample(metrics.body, 'scheduler_run_duration_seconds_count{job="every"}')).toBeGreaterThanOrEqual(2);
+    expect(sample(metrics.body, 'scheduler_run_duration_seconds_count{job_name="every"}')).toBeGreaterThanOrEqual(2);
     expect(sample(metrics.body, 'scheduler_fire_delay_seconds_count')).toBeGreaterThanOrEqual(2);
     expect(sample(metrics.body, 'scheduler_redis_quorum')).toBe(1);
     expect(sample(metrics.body, 'scheduler_store_up')).toBe(1);
     expect(sample(metrics.body, 'scheduler_build_info{version="0.1.0"}')).toBe(1);
-    await waitFor('last success from the store', async () => (sample((await get(`${url}/metrics`)).body, 'scheduler_job_last_success_timestamp_seconds{job="every"}') ?? 0) > Date.now() / 1000 - 120, 30_000);
+    await waitFor('last success from the store', async () => (sample((await get(`${url}/metrics`)).body, 'scheduler_job_last_success_timestamp_seconds{job_name="every"}') ?? 0) > Date.now() / 1000 - 120, 30_000);
 
     // The token: / and /api only.
     for (const path of ['/', '/api/jobs', '/api/summary']) {
@@ -242,7 +248,7 @@ describe('HTTP server on a PostgreSQL store shared by two nodes', () => {
     expect(warned).toMatch(/no SCHEDULER_HTTP_TOKEN/);
     for (const url of [urlA, urlB]) await waitFor(`readyz of ${url}`, async () => (await get(`${url}/readyz`)).status === 200, 60_000);
 
-    const lastSuccess = async (url: string) => sample((await get(`${url}/metrics`)).body, 'scheduler_job_last_success_timestamp_seconds{job="yearly"}');
+    const lastSuccess = async (url: string) => sample((await get(`${url}/metrics`)).body, 'scheduler_job_last_success_timestamp_seconds{job_name="yearly"}');
     expect(await lastSuccess(urlB)).toBe(0);
     const manual = await runCli(['run-once', 'yearly'], { cwd: ws.dir, env: { SCHEDULER_JOBS_DIR: ws.jobsDir, SCHEDULER_STORE: direct.toString(), SCHEDULER_NODE_ID: 'http-cli' } });
     expect(manual.code, manual.stderr).toBe(0);
@@ -286,4 +292,53 @@ describe('HTTP server on a PostgreSQL store shared by two nodes', () => {
     expect(logs).toContain(`POST http://127.0.0.1:${hook.port}/***: no answer within`);
     for (const [name, value] of Object.entries(secrets)) expect(logs, `${name} in the logs`).not.toContain(value);
   }, 180_000);
+});
+
+describe('/metrics as Prometheus reads it (promtool; skipped without promtool, outside CI)', () => {
+  it.runIf(PROMTOOL)("a real node's scrape passes `promtool check metrics` but for prom-client's default families; per-job series carry job_name, none carries job or instance", async () => {
+    const ws = workspace();
+    ws.writeJob('yearly.mjs', YEARLY);
+    ws.writeJob('every.mjs', EVERY_SECOND);
+    const d = start(ws, { SCHEDULER_STORE: ws.sqliteStore() });
+    const url = await urlOf(d);
+    // After runs, so the histograms and counters have samples past 0 (waited for on a series with no job label, the one checked below).
+    const body = await waitFor('two claims won', async () => {
+      const m = await get(`${url}/metrics`);
+      return (sample(m.body, 'scheduler_claims_total{outcome="won"}') ?? 0) >= 2 ? m.body : undefined;
+    }, 60_000);
+
+    const checked = promtoolCheck(body);
+    expect(checked.problems, 'promtool check metrics, less the default families of prom-client').toEqual([]);
+    expect(checked.code).toBe(checked.allowed.length > 0 ? 3 : 0);
+
+    const { samples } = parsePrometheusText(body);
+    // Prometheus sets `job` and `instance` on every scraped series; a target's own would be renamed to exported_*.
+    const clashing = [...samples].filter(([, s]) => s.labels.has('job') || s.labels.has('instance')).map(([key]) => key);
+    expect(clashing).toEqual([]);
+    for (const family of PER_JOB_METRICS) {
+      const series = [...samples.values()].filter((s) => s.family === family);
+      expect(new Set(series.map((s) => s.labels.get('job_name'))), family).toEqual(new Set(['every', 'yearly']));
+    }
+  });
+
+  it.runIf(PROMTOOL)('the filter lets real problems through: a gauge named _total, a counter without it, a camelCase label, a text promtool cannot parse', () => {
+    const bad = [
+      '# HELP nodejs_active_handles_total prom-client default, allowed', '# TYPE nodejs_active_handles_total gauge', 'nodejs_active_handles_total 3',
+      '# HELP scheduler_x_total a gauge named as a counter', '# TYPE scheduler_x_total gauge', 'scheduler_x_total 1',
+      '# HELP scheduler_y a counter without _total', '# TYPE scheduler_y counter', 'scheduler_y 1',
+      '# HELP scheduler_z_seconds a camelCase label', '# TYPE scheduler_z_seconds gauge', 'scheduler_z_seconds{jobName="a"} 1',
+      '',
+    ].join('\n');
+    const checked = promtoolCheck(bad);
+    expect(checked.code).toBe(3);
+    expect(checked.allowed).toEqual([expect.stringMatching(/^nodejs_active_handles_total non-counter metrics should not have "_total" suffix$/)]);
+    expect(checked.problems).toEqual([
+      expect.stringMatching(/^scheduler_x_total non-counter metrics should not have "_total" suffix$/),
+      expect.stringMatching(/^scheduler_y counter metrics should have "_total" suffix$/),
+      expect.stringMatching(/^scheduler_z_seconds label names should be written in 'snake_case' not 'camelCase'$/),
+    ]);
+    const broken = promtoolCheck('scheduler_ok_total{job_name="a" 1\n');
+    expect(broken.code).toBe(1);
+    expect(broken.problems).toEqual([expect.stringMatching(/^error while linting: text format parsing error/)]);
+  });
 });

@@ -26,7 +26,7 @@ async function views(d: Daemon): Promise<{ api: string[]; metrics: string }> {
   const api = (await (await fetch(`${url}/api/jobs`)).json()) as { jobs: Array<{ name: string }> };
   return { api: api.jobs.map((j) => j.name), metrics: await (await fetch(`${url}/metrics`)).text() };
 }
-const runsSeries = (metrics: string, job: string) => metrics.split('\n').filter((l) => l.startsWith(`scheduler_runs_total{job="${job}",`));
+const runsSeries = (metrics: string, job: string) => metrics.split('\n').filter((l) => l.startsWith(`scheduler_runs_total{job_name="${job}",`));
 const logLines = (d: Daemon, pattern: RegExp) => d.logs().filter((l) => typeof l.msg === 'string' && pattern.test(l.msg));
 
 /** Sends SIGHUP and waits for the reload's summary (the n-th 'reload done' line) or its refusal. */
@@ -82,9 +82,9 @@ describe('reload on SIGHUP', () => {
     const after = await views(d);
     expect(after.api).toContain('added');
     expect(after.api).not.toContain('gone');
-    expect(after.metrics).toMatch(/^scheduler_runs_total\{job="added",status="succeeded"\} \d+$/m);
+    expect(after.metrics).toMatch(/^scheduler_runs_total\{job_name="added",status="succeeded"\} \d+$/m);
     expect(runsSeries(after.metrics, 'gone')).toEqual([]);
-    expect(after.metrics).not.toContain('job="gone"');
+    expect(after.metrics).not.toContain('job_name="gone"');
 
     // One line per added, removed and changed job, naming it.
     expect(logLines(d, /^job added: /).map((l) => l.job)).toEqual(['added']);
@@ -118,7 +118,7 @@ describe('reload on SIGHUP', () => {
     // The removed job: no period after the reload.
     expect(effects(ws, 'gone').filter((e) => Date.parse(e.scheduledAt) > doneAt + 1000)).toEqual([]);
     // Nor a series brought back by a late event of it.
-    expect((await views(d)).metrics).not.toContain('job="gone"');
+    expect((await views(d)).metrics).not.toContain('job_name="gone"');
 
     // A changed store in the config file: refused with one line (password redacted), nothing reloaded.
     writeFileSync(configFile, JSON.stringify({ store: 'postgres://cron:s3cret-Pa55@127.0.0.1:5432/elsewhere' }));

@@ -59,10 +59,10 @@ describe('scrapes read memory only', () => {
         await reader.summary();
       }
       expect(statements).toEqual([]);
-      const success = Number(/^scheduler_job_last_success_timestamp_seconds\{job="job-7"\} (\S+)$/m.exec(text)?.[1]);
+      const success = Number(/^scheduler_job_last_success_timestamp_seconds\{job_name="job-7"\} (\S+)$/m.exec(text)?.[1]);
       expect(success).toBeGreaterThan(Date.now() / 1000 - 60);
-      expect(text).toMatch(/^scheduler_job_paused\{job="job-3"\} 1$/m);
-      expect(text).toMatch(/^scheduler_job_paused\{job="job-4"\} 0$/m);
+      expect(text).toMatch(/^scheduler_job_paused\{job_name="job-3"\} 1$/m);
+      expect(text).toMatch(/^scheduler_job_paused\{job_name="job-4"\} 0$/m);
       const views = await reader.jobs();
       expect(views.find((j) => j.name === 'job-3')!.paused).toMatchObject({ reason: 'maintenance' });
       expect(views.find((j) => j.name === 'job-7')!.last).toMatchObject({ status: 'succeeded', scheduledAt: at.toISOString() });

@@ -33,29 +33,29 @@ function cacheOf(lastSuccess: Record<string, number>, paused: string[]): Summary
 /** The per-job families as prom-client rendered them before (same names, buckets and zeroing). */
 class Reference {
   readonly registry = new Registry();
-  private readonly runs = new Counter({ name: 'scheduler_runs_total', help: 'h', labelNames: ['job', 'status'], registers: [this.registry] });
-  private readonly duration = new Histogram({ name: 'scheduler_run_duration_seconds', help: 'h', labelNames: ['job'], buckets: [...DURATION_BUCKETS], registers: [this.registry] });
-  private readonly missed = new Counter({ name: 'scheduler_missed_periods_total', help: 'h', labelNames: ['job'], registers: [this.registry] });
-  readonly lastSuccess = new Gauge({ name: 'scheduler_job_last_success_timestamp_seconds', help: 'h', labelNames: ['job'], registers: [this.registry] });
-  readonly next = new Gauge({ name: 'scheduler_job_next_run_timestamp_seconds', help: 'h', labelNames: ['job'], registers: [this.registry] });
-  readonly paused = new Gauge({ name: 'scheduler_job_paused', help: 'h', labelNames: ['job'], registers: [this.registry] });
+  private readonly runs = new Counter({ name: 'scheduler_runs_total', help: 'h', labelNames: ['job_name', 'status'], registers: [this.registry] });
+  private readonly duration = new Histogram({ name: 'scheduler_run_duration_seconds', help: 'h', labelNames: ['job_name'], buckets: [...DURATION_BUCKETS], registers: [this.registry] });
+  private readonly missed = new Counter({ name: 'scheduler_missed_periods_total', help: 'h', labelNames: ['job_name'], registers: [this.registry] });
+  readonly lastSuccess = new Gauge({ name: 'scheduler_job_last_success_timestamp_seconds', help: 'h', labelNames: ['job_name'], registers: [this.registry] });
+  readonly next = new Gauge({ name: 'scheduler_job_next_run_timestamp_seconds', help: 'h', labelNames: ['job_name'], registers: [this.registry] });
+  readonly paused = new Gauge({ name: 'scheduler_job_paused', help: 'h', labelNames: ['job_name'], registers: [this.registry] });
 
   constructor(jobs: string[]) {
     for (const job of jobs) {
-      for (const status of FINAL_STATUSES) this.runs.inc({ job, status }, 0);
-      this.duration.zero({ job });
-      this.missed.inc({ job }, 0);
+      for (const status of FINAL_STATUSES) this.runs.inc({ job_name: job, status }, 0);
+      this.duration.zero({ job_name: job });
+      this.missed.inc({ job_name: job }, 0);
     }
   }
 
   run(job: string, status: FinalStatus, seconds: number): void {
-    this.runs.inc({ job, status });
-    this.duration.observe({ job }, seconds);
+    this.runs.inc({ job_name: job, status });
+    this.duration.observe({ job_name: job }, seconds);
   }
 
   skipped(job: string, count: number, missed: boolean): void {
-    this.runs.inc({ job, status: 'skipped' }, count);
-    if (missed) this.missed.inc({ job }, count);
+    this.runs.inc({ job_name: job, status: 'skipped' }, count);
+    if (missed) this.missed.inc({ job_name: job }, count);
   }
 }
 
@@ -73,11 +73,11 @@ describe('/metrics text', () => {
       const { body, contentType } = await metrics.scrape();
       expect(contentType).toBe(reference.registry.contentType);
       const ours = parsePrometheusText(body);
-      reference.lastSuccess.set({ job: 'backup' }, Date.UTC(2026, 11, 1, 3, 0, 12, 345) / 1000);
+      reference.lastSuccess.set({ job_name: 'backup' }, Date.UTC(2026, 11, 1, 3, 0, 12, 345) / 1000);
       for (const job of jobs) {
-        if (job !== 'backup') reference.lastSuccess.set({ job }, 0);
-        reference.next.set({ job }, (next.get(job)?.getTime() ?? 0) / 1000);
-        reference.paused.set({ job }, job === 'ping-1' ? 1 : 0);
+        if (job !== 'backup') reference.lastSuccess.set({ job_name: job }, 0);
+        reference.next.set({ job_name: job }, (next.get(job)?.getTime() ?? 0) / 1000);
+        reference.paused.set({ job_name: job }, job === 'ping-1' ? 1 : 0);
       }
       const theirs = parsePrometheusText(await reference.registry.metrics());
       expect(perJob(ours.series)).toEqual(theirs.series);
@@ -103,19 +103,19 @@ describe('/metrics text', () => {
     reference.skipped('ping-1', 3, true);
     reference.skipped('ping-1', 1, false);
     const last = await compare();
-    expect(last.series.get('scheduler_runs_total{job="backup",status="succeeded"}')).toBe(2);
-    expect(last.series.get('scheduler_run_duration_seconds_bucket{job="backup",le="1"}')).toBe(2);
-    expect(last.series.get('scheduler_run_duration_seconds_sum{job="backup"}')).toBeCloseTo(3.5505, 9);
-    expect(last.series.get('scheduler_missed_periods_total{job="ping-1"}')).toBe(3);
-    expect(last.series.get('scheduler_job_next_run_timestamp_seconds{job="backup"}')).toBe(Date.UTC(2026, 11, 2, 3) / 1000);
+    expect(last.series.get('scheduler_runs_total{job_name="backup",status="succeeded"}')).toBe(2);
+    expect(last.series.get('scheduler_run_duration_seconds_bucket{job_name="backup",le="1"}')).toBe(2);
+    expect(last.series.get('scheduler_run_duration_seconds_sum{job_name="backup"}')).toBeCloseTo(3.5505, 9);
+    expect(last.series.get('scheduler_missed_periods_total{job_name="ping-1"}')).toBe(3);
+    expect(last.series.get('scheduler_job_next_run_timestamp_seconds{job_name="backup"}')).toBe(Date.UTC(2026, 11, 2, 3) / 1000);
 
     // A scrape with no event in between answers the same text; a reload's added job is there at 0.
     expect((await metrics.scrape()).body.split('\n').filter((l) => PER_JOB.test(l))).toEqual((await metrics.scrape()).body.split('\n').filter((l) => PER_JOB.test(l)));
     metrics.setJobs([...jobs, 'added']);
     const added = parsePrometheusText((await metrics.scrape()).body);
-    expect(added.series.get('scheduler_runs_total{job="added",status="failed"}')).toBe(0);
-    expect(added.series.get('scheduler_run_duration_seconds_count{job="added"}')).toBe(0);
-    expect(added.series.get('scheduler_runs_total{job="backup",status="succeeded"}')).toBe(2);
+    expect(added.series.get('scheduler_runs_total{job_name="added",status="failed"}')).toBe(0);
+    expect(added.series.get('scheduler_run_duration_seconds_count{job_name="added"}')).toBe(0);
+    expect(added.series.get('scheduler_runs_total{job_name="backup",status="succeeded"}')).toBe(2);
   });
 
   it('a lost lease: the losing node counts no status; the taker counts abandoned (owed or dropped) or failed (no attempt left), each attempt once', async () => {
@@ -124,7 +124,7 @@ describe('/metrics text', () => {
     const taker = new SchedulerMetrics({ jobs, next: () => new Map(), redis: () => 'none', storeUp: () => true, clockOffsetMs: () => 0 }, cacheOf({}, []), '0.1.0');
     const runs = async (m: SchedulerMetrics) => {
       const { series } = parsePrometheusText((await m.scrape()).body);
-      return { ...Object.fromEntries(FINAL_STATUSES.map((s) => [s, series.get(`scheduler_runs_total{job="sync",status="${s}"}`)])), duration: series.get('scheduler_run_duration_seconds_count{job="sync"}'),
+      return { ...Object.fromEntries(FINAL_STATUSES.map((s) => [s, series.get(`scheduler_runs_total{job_name="sync",status="${s}"}`)])), duration: series.get('scheduler_run_duration_seconds_count{job_name="sync"}'),
         takeovers: series.get('scheduler_takeovers_total'), leaseLost: series.get('scheduler_lease_lost_total') };
     };
     const zero = Object.fromEntries(FINAL_STATUSES.map((s) => [s, 0]));
@@ -142,7 +142,7 @@ describe('/metrics text', () => {
 
     // A takeover of a job this node does not define (another node's) is counted all the same.
     taker.emit(takeover('elsewhere', 'owed'));
-    expect((await taker.scrape()).body).toMatch(/^scheduler_runs_total\{job="elsewhere",status="abandoned"\} 1$/m);
+    expect((await taker.scrape()).body).toMatch(/^scheduler_runs_total\{job_name="elsewhere",status="abandoned"\} 1$/m);
   });
 
   it('the strict reader refuses what a scraper would', () => {

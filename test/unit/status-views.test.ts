@@ -33,7 +33,7 @@ describe('status views', () => {
   it('a job removed by a reload keeps out of /metrics when its run in flight ends afterwards; added back, its series return', async () => {
     const state = { jobs: ['kept', 'gone'], next: () => new Map(), redis: () => 'none' as const, storeUp: () => true, clockOffsetMs: () => 0 };
     const metrics = new SchedulerMetrics(state, emptyCache(), '0.1.0');
-    const series = async (name: string) => (await metrics.scrape()).body.split('\n').filter((l) => l.includes(`job="${name}"`) && !l.startsWith('#'));
+    const series = async (name: string) => (await metrics.scrape()).body.split('\n').filter((l) => l.includes(`job_name="${name}"`) && !l.startsWith('#'));
     expect(await series('gone')).not.toEqual([]);
 
     metrics.setJobs(['kept']);
@@ -41,12 +41,12 @@ describe('status views', () => {
     metrics.emit({ type: 'skipped', job: 'gone', reason: 'missed', count: 2, first: new Date(), last: new Date() });
     metrics.emit(finished('kept'));
     expect(await series('gone')).toEqual([]);
-    expect((await metrics.scrape()).body).toContain('scheduler_runs_total{job="kept",status="succeeded"} 1');
+    expect((await metrics.scrape()).body).toContain('scheduler_runs_total{job_name="kept",status="succeeded"} 1');
 
     metrics.setJobs(['kept', 'gone']);
-    expect((await metrics.scrape()).body).toContain('scheduler_runs_total{job="gone",status="succeeded"} 0');
+    expect((await metrics.scrape()).body).toContain('scheduler_runs_total{job_name="gone",status="succeeded"} 0');
     metrics.emit(finished('gone'));
-    expect((await metrics.scrape()).body).toContain('scheduler_runs_total{job="gone",status="succeeded"} 1');
+    expect((await metrics.scrape()).body).toContain('scheduler_runs_total{job_name="gone",status="succeeded"} 1');
   });
 
   it("a job's next periods move on once the first of them has passed", async () => {
