@@ -106,6 +106,7 @@ describe('the packed package, installed into an empty project', () => {
       files: ['uses-types.ts'],
     }));
     await localPrebuild(ws.path('prebuilds'));
+    // prebuild-install's settings file, found by looking up from node_modules/better-sqlite3.
     writeFileSync(ws.path('.prebuild-installrc'), `local-prebuilds=${ws.path('prebuilds')}\n`);
     mkdirSync(effects);
 
