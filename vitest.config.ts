@@ -2,7 +2,7 @@ import { defineConfig } from 'vitest/config';
 
 /**
  * Two groups. First, two files at a time: the files that share no process or port (pure units, store
- * contracts, deploy files, the browser page) and the integration files that drive the command line
+ * contracts, deploy files, the browser page, the packed package) and the integration files that drive the command line
  * and a daemon or two without judging a lease or a deadline to less than several seconds. Then the
  * files that do (clusters, faults, pauses, alerts, timing), one at a time: they start several daemons
  * each and judge leases on a 2-core machine, so they must not run side by side.
@@ -31,7 +31,7 @@ export default defineConfig({
         test: {
           ...shared,
           name: 'two-at-a-time',
-          include: ['test/unit/**/*.test.ts', 'test/contract/**/*.test.ts', 'test/deploy/**/*.test.ts', 'test/browser/**/*.test.ts', ...PAIRED_INTEGRATION, ...PAIRED_FAULT],
+          include: ['test/unit/**/*.test.ts', 'test/contract/**/*.test.ts', 'test/deploy/**/*.test.ts', 'test/browser/**/*.test.ts', 'test/package/**/*.test.ts', ...PAIRED_INTEGRATION, ...PAIRED_FAULT],
           maxWorkers: 2,
           sequence: { groupOrder: 0 },
         },

@@ -4,7 +4,7 @@
  * reached at start. Needs `npm run build` first (`npm test` does it through pretest).
  */
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BIN, Daemon, cleanEnv, runCli, type CliResult } from '../helpers/cli.js';
@@ -70,6 +70,14 @@ describe.concurrent('usage', () => {
     expect(r.code, show(r)).toBe(0);
     for (const word of ['run', 'run-once', 'list', 'next', 'validate', 'history', 'migrate', 'Examples:', 'scheduler run-once', 'Exit statuses']) {
       expect(r.stdout).toContain(word);
+    }
+  });
+
+  it('--version and -V print the package version, before a command or after one', async ({ expect }) => {
+    const { version } = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string };
+    for (const args of [['--version'], ['-V'], ['run', '--version'], ['validate', '-V'], ['run-once', 'some-job', '--version']]) {
+      const r = await cli(args);
+      expect({ args, code: r.code, stdout: r.stdout }, show(r)).toEqual({ args, code: 0, stdout: `${version}\n` });
     }
   });
 
