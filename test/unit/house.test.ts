@@ -11,11 +11,6 @@ import { ROOT } from './_fixtures.js';
 
 const DEPCRUISE = join(ROOT, 'node_modules', '.bin', 'depcruise');
 const MAX_LINES = 600;
-/** Files the lead is splitting right now; each is named so the exclusion cannot grow by accident. */
-const OVER_LIMIT_FOR_NOW = new Set([
-  'src/run/execute.ts', // issue 21: split pending
-  'src/daemon/scheduler.ts', // issue 21: split pending
-]);
 
 /** depcruise over `target` (relative to the root) with the project's config: its exit code and all it printed. */
 function cruise(target: string): Promise<{ code: number; output: string }> {
@@ -53,7 +48,7 @@ describe('the house', () => {
     expect(files.length).toBeGreaterThan(100);
     const over = files
       .map((f) => ({ file: f, lines: lineCount(readFileSync(join(ROOT, f), 'utf8')) }))
-      .filter((f) => f.lines > MAX_LINES && !OVER_LIMIT_FOR_NOW.has(f.file))
+      .filter((f) => f.lines > MAX_LINES)
       .map((f) => `${f.file} (${f.lines} lines)`);
     expect(over).toEqual([]);
   });
