@@ -57,7 +57,7 @@ async function brokenLinks(root: string, files: string[], skip: string[] = []): 
   const fileSet = { use: (completer: Completer) => void completers.push(completer), add: () => fileSet };
   const skipPathPatterns = skip.map((path) => new RegExp(`^${escapeRegExp(join(root, path))}(#.*)?$`));
   const processor = remark().use(remarkValidateLinks as never, { repository: false, root, skipPathPatterns }, fileSet);
-  const processed = [];
+  const processed: Awaited<ReturnType<typeof processor.process>>[] = [];
   for (const path of files) {
     processed.push(await processor.process({ cwd: root, path, value: readFileSync(join(root, path), 'utf8') }));
   }
