@@ -1,7 +1,7 @@
 #!/bin/sh
 # Writes one export file per period: $EXPORT_DIR/<period instant>.csv. Run by export-period.yaml; the
 # scheduler sets SCHEDULER_PERIOD, SCHEDULER_PERIOD_KEY, SCHEDULER_RUN_ID, SCHEDULER_DRY_RUN, ...
-# Level 3 of "Making your job idempotent" (README): the file is written whole under a name of this run,
+# Level 3 of "Making your job idempotent" (docs/idempotency.md): the file is written whole under a name of this run,
 # then linked under the period's name. `ln` fails when that name exists, so the period is exported once
 # whatever runs ask for it, and a reader never sees half a file.
 set -eu

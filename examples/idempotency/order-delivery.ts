@@ -2,7 +2,7 @@
 // scheduled run, a manual `run-once order-delivery` beside it, a retry after a timeout whose first
 // attempt did reach the carrier, the takeover of a node that paused in the middle of a call).
 //
-// Level 2 of "Making your job idempotent" (README): the business key. The carrier's API does not
+// Level 2 of "Making your job idempotent" (docs/idempotency.md): the business key. The carrier's API does not
 // dedupe, so each call goes through `ctx.once('order_delivery:<id>', ...)`: the first caller runs it
 // and its result (the tracking number) is stored in the scheduler's store; every later caller, in any
 // run, attempt or node, gets the stored tracking number back without calling the carrier again. The

@@ -1,7 +1,7 @@
 /**
  * deploy/systemd: the units pass `systemd-analyze verify` with no output at all (warnings included),
  * once their install path (/opt/cluster-cron) is this checkout; they carry the hardening, stop and
- * restart settings the README promises; their settings are ones the scheduler reads and accepts.
+ * restart settings the docs promise (docs/deploying.md); their settings are ones the scheduler reads and accepts.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdtempSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -109,12 +109,13 @@ describe('systemd units', () => {
     expect(s('ExecStart')).toBe(`${INSTALL}/bin/scheduler run`);
     expect(s('ExecReload')).toMatch(/^\/bin\/kill -HUP \$MAINPID$/);
     expect(s('KillSignal')).toBe('SIGTERM');
-    // A stop takes at most gracePeriod + the job's lockTtl + STOP_MARGIN_MS (8.5 s) (README, Shutdown).
+    // A stop takes at most gracePeriod + the job's lockTtl + STOP_MARGIN_MS (8.5 s) (docs/how-it-works.md, Shutdown).
     const stopMs = parseDuration(DEFAULTS.gracePeriod)! + parseDuration(JOB_DEFAULTS.lockTtl)! + STOP_MARGIN_MS;
-    // The README's figures are the code's.
-    const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
-    expect(readme).toContain(`the largest \`lockTtl\` of its jobs + ${STOP_MARGIN_MS / 1000} s`);
-    expect(readme).toContain(`+ ${STOP_MARGIN_MS / 1000} s (see [Shutdown](#shutdown)): ${stopMs / 1000} s with`);
+    // The docs' figures are the code's.
+    const howItWorks = readFileSync(join(ROOT, 'docs/how-it-works.md'), 'utf8');
+    const deploying = readFileSync(join(ROOT, 'docs/deploying.md'), 'utf8');
+    expect(howItWorks).toContain(`the largest \`lockTtl\` of its jobs + ${STOP_MARGIN_MS / 1000} s`);
+    expect(deploying).toContain(`+ ${STOP_MARGIN_MS / 1000} s (see [Shutdown](how-it-works.md#shutdown)): ${stopMs / 1000} s with`);
     expect(timespanMs(s('TimeoutStopSec')!)).toBeGreaterThan(stopMs);
     expect(['on-failure', 'always']).toContain(s('Restart'));
     expect(timespanMs(s('RestartSec')!)).toBeGreaterThanOrEqual(1000);
