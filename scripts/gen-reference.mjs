@@ -11,11 +11,12 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import * as cli from './reference/cli.mjs';
 import * as configuration from './reference/configuration.mjs';
 import * as jobFile from './reference/job-file.mjs';
+import * as metrics from './reference/metrics.mjs';
 
 export const ROOT = fileURLToPath(new URL('..', import.meta.url));
 
 /** The pages, each `{ file, generate() }` (file relative to the project root). */
-export const PAGES = [cli, configuration, jobFile];
+export const PAGES = [cli, configuration, jobFile, metrics];
 
 export async function writePages(pages = PAGES) {
   for (const p of pages) {

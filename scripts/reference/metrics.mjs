@@ -15,7 +15,7 @@ const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 /** The page, relative to the project's root. */
 export const file = 'docs/reference/metrics.md';
 /** The command that writes the page (named in its header and in the test's failure). */
-export const command = 'node scripts/reference/metrics.mjs --write';
+export const command = 'npm run docs:reference';
 
 /** A table cell: `|` would end the cell, a line feed the row. */
 const cell = (text) => text.replace(/\|/g, '\\|').replace(/\s*\n\s*/g, ' ');
