@@ -23,7 +23,7 @@ export const GALERA_PROVIDER = '/usr/lib/galera/libgalera_smm.so';
 /** A small datadir (26 MB instead of 114): the state transfer copies it whole. */
 const SMALL_INNODB = ['--innodb-buffer-pool-size=64M', '--innodb-log-file-size=8M'];
 
-/** Whether this machine can run a Galera cluster (what .ci/run installs), with what is missing. */
+/** Whether this machine can run a Galera cluster (what scripts/test-setup.sh installs), with what is missing. */
 export function galeraMissing() {
   const missing = [];
   if (!existsSync(GALERA_PROVIDER)) missing.push('galera-4');
