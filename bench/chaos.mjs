@@ -18,7 +18,7 @@
  * 2-4 s, a tail the promoted standby lacks; no node is killed within 10 s of it and a majority of
  * Redis masters never restarts empty then, the two faults asynchronous replication cannot cover).
  * galera: three MariaDB Galera nodes on a host list; a node killed and restarted, or isolated and
- * healed. Each needs Debian's postgresql or mariadb-server + galera-4 (see .ci/run).
+ * healed. Each needs Debian's postgresql or mariadb-server + galera-4 (scripts/test-setup.sh installs them).
  * Prints a summary (faults by kind, periods, runs by status, violations); exit 1 on any violation,
  * 2 when the soak itself could not run.
  */

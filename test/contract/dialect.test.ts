@@ -12,7 +12,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
@@ -26,6 +25,7 @@ import { mysqlDialect } from '../../src/store/dialect/mysql.js';
 import { JOBS_TABLE, MIGRATIONS_TABLE, RUNS_TABLE, migrationSource } from '../../src/store/migrations.js';
 import { runCli } from '../helpers/cli.js';
 import { MARIADB_ADMIN, POSTGRES_ADMIN, createMariaDb, createPostgresDb } from '../helpers/databases.js';
+import { freePort } from '../helpers/redis.js';
 
 type Kind = StoreConfig['kind'];
 
@@ -103,18 +103,6 @@ async function rowsOf(kind: Kind, k: Knex, conn: unknown, sql: string, bindings:
   if (kind === 'mysql') return (res as [Array<Record<string, unknown>>])[0];
   if (kind === 'postgres') return (res as { rows: Array<Record<string, unknown>> }).rows;
   return res as Array<Record<string, unknown>>;
-}
-
-/** A free TCP port on 127.0.0.1 (for the private mariadbd). */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.on('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as { port: number };
-      srv.close(() => resolve(port));
-    });
-  });
 }
 
 function runRow(db: Database, job: string, scheduledAt: number, over: Record<string, unknown> = {}): Record<string, Knex.Value | Knex.Raw> {

@@ -36,7 +36,7 @@ function installed(transform: (name: string, text: string) => string = (_n, t) =
 
 function verify(dir: string, names = FILES) {
   const r = spawnSync('systemd-analyze', ['verify', ...names.map((n) => `./${n}`)], { cwd: dir, encoding: 'utf8' });
-  if (r.error) throw new Error(`systemd-analyze is needed (Debian package systemd; .ci/run installs it): ${r.error.message}`);
+  if (r.error) throw new Error(`systemd-analyze is needed (Debian package systemd; scripts/test-setup.sh installs it): ${r.error.message}`);
   return { code: r.status, output: `${r.stdout}${r.stderr}`.trim() };
 }
 

@@ -21,7 +21,7 @@ const workspaces: Workspace[] = [];
 const clusters: Cluster[] = [];
 
 beforeAll(async () => {
-  // No skipping: a machine without the packages fails here, naming them (.ci/run installs them).
+  // No skipping: a machine without the packages fails here, naming them (scripts/test-setup.sh installs them).
   expect(galeraMissing(), 'Debian packages the Galera tests need').toEqual([]);
   galera = new GaleraCluster();
   await galera.start();

@@ -23,7 +23,7 @@ import knexFactory from 'knex';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createMariaDb, type TestDatabase } from '../helpers/databases.js';
-import { freePort, RedisServer, startRedisServers, waitFor } from '../helpers/redis.js';
+import { freePorts, RedisServer, startRedisServers, waitFor } from '../helpers/redis.js';
 import type { HistoryRun } from '../helpers/workspace.js';
 import { Workspace } from '../helpers/workspace.js';
 import { Cluster, StoreProxy, attemptJob, duplicateStarts, faultJob, overlappingAttempts, secondsBetween, soonSchedule, type Effect } from './harness.js';
@@ -259,7 +259,7 @@ describe('lease discipline (issue 7)', () => {
     });
 
     it('3. a daemon started with every Redis master down runs its periods through the row, warns once, and uses Redlock again when the masters come back; no period twice, none missing', async () => {
-      const ports = [await freePort(), await freePort(), await freePort()];
+      const ports = await freePorts(3);
       const { ws, cluster, redisPrefix } = await setup('nomaster', ports.map((p) => `redis://127.0.0.1:${p}`));
       ws.writeJob('tick.mjs', faultJob({ schedule: '* * * * * *', durationMs: 600, extra: { lockTtl: '2s', catchUp: '1m', coalesce: false, overlap: 'allow' } }));
       for (const id of ['d1', 'd2']) cluster.start(id);

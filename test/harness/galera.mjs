@@ -16,14 +16,14 @@ import { chownSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } f
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import mysql from 'mysql2/promise';
-import { exited, freePort, waitFor } from './process.mjs';
+import { exited, freePorts, waitFor } from './process.mjs';
 
 export const GALERA_PROVIDER = '/usr/lib/galera/libgalera_smm.so';
 
 /** A small datadir (26 MB instead of 114): the state transfer copies it whole. */
 const SMALL_INNODB = ['--innodb-buffer-pool-size=64M', '--innodb-log-file-size=8M'];
 
-/** Whether this machine can run a Galera cluster (what .ci/run installs), with what is missing. */
+/** Whether this machine can run a Galera cluster (what scripts/test-setup.sh installs), with what is missing. */
 export function galeraMissing() {
   const missing = [];
   if (!existsSync(GALERA_PROVIDER)) missing.push('galera-4');
@@ -37,15 +37,6 @@ function mysqlIds() {
   const uid = Number(spawnSync('id', ['-u', 'mysql'], { encoding: 'utf8' }).stdout.trim());
   const gid = Number(spawnSync('id', ['-g', 'mysql'], { encoding: 'utf8' }).stdout.trim());
   return { uid, gid };
-}
-
-async function freePorts(n) {
-  const ports = [];
-  while (ports.length < n) {
-    const p = await freePort();
-    if (p !== 3306 && !ports.includes(p)) ports.push(p);
-  }
-  return ports;
 }
 
 /** Every cluster of this process, killed on exit if the test did not stop it. */

@@ -19,7 +19,7 @@ import { spawnSync } from 'node:child_process';
 import { appendFileSync, chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { freePort, waitFor } from './process.mjs';
+import { freePorts, waitFor } from './process.mjs';
 
 function pgBin() {
   const root = '/usr/lib/postgresql';
@@ -33,15 +33,6 @@ function asPostgres(bin, args, { allowFail = false } = {}) {
   const r = spawnSync('runuser', ['-u', 'postgres', '--', join(pgBin(), bin), ...args], { encoding: 'utf8', timeout: 120_000 });
   if (r.status !== 0 && !allowFail) throw new Error(`pg-replicas: ${bin} ${args.join(' ')} failed (${r.status}): ${(r.stderr || r.stdout).trim().slice(-2000)}`);
   return r;
-}
-
-async function freePorts(n) {
-  const ports = [];
-  while (ports.length < n) {
-    const p = await freePort();
-    if (p !== 5432 && !ports.includes(p)) ports.push(p);
-  }
-  return ports;
 }
 
 const live = new Set();

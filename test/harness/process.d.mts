@@ -5,7 +5,13 @@ export const ROOT: string;
 export const BIN: string;
 export function sleep(ms: number): Promise<void>;
 export function waitFor<T>(what: string, fn: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs?: number, everyMs?: number): Promise<T>;
+/** A port of this process's range (portRange), never handed out twice by this process until released. */
 export function freePort(): Promise<number>;
+/** `n` distinct ports. */
+export function freePorts(n: number): Promise<number[]>;
+export function releasePort(port: number): void;
+/** The ports a vitest worker slot (VITEST_POOL_ID; 0 outside vitest) draws from. */
+export function portRange(slot?: number): { first: number; last: number };
 export function randomTag(): string;
 export function exited(proc: ChildProcess): Promise<void>;
 export function parseJsonLines<T = Record<string, unknown>>(text: string): T[];

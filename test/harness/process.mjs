@@ -32,16 +32,64 @@ export async function waitFor(what, fn, timeoutMs = 30_000, everyMs = 100) {
   }
 }
 
-export async function freePort() {
-  return new Promise((resolve, reject) => {
+/**
+ * Ports for the servers a test starts itself. Two guarantees, because a port is only probed here and
+ * bound later by the server (redis-server, mariadbd, postgres), and some are handed out never to be
+ * bound (a "master that is down"):
+ * - within a process, a port handed out is not handed out again until releasePort() (the kernel's
+ *   port 0 once gave two of three "down" masters the same port);
+ * - each vitest worker (VITEST_POOL_ID, unique among the files running at once) draws from a range of
+ *   its own below the kernel's ephemeral range (32768-60999 here), so two files side by side cannot
+ *   collide, nor can a port the kernel assigns (a listen on port 0, an outgoing connection).
+ * Outside vitest (the benches) the process uses slot 0. Each candidate is probed by a listen on
+ * 127.0.0.1 so that a port some other process holds is skipped.
+ */
+const PORT_BASE = 20_000;
+const PORT_SLOT_SIZE = 500;
+const PORT_SLOTS = 25; // 20000-32499: stays below the ephemeral range
+
+/** The range of ports the slot draws from (default: this process's VITEST_POOL_ID, or 0). */
+export function portRange(slot = Number(process.env.VITEST_POOL_ID ?? 0)) {
+  const first = PORT_BASE + (Number.isInteger(slot) && slot >= 0 ? slot % PORT_SLOTS : 0) * PORT_SLOT_SIZE;
+  return { first, last: first + PORT_SLOT_SIZE - 1 };
+}
+
+const handedOut = new Set();
+// A random start, so that processes of other runs on the same machine in the same slot rarely probe
+// the same ports at the same moment.
+let cursor = Math.floor(Math.random() * PORT_SLOT_SIZE);
+
+function canListen(port) {
+  return new Promise((resolve) => {
     const srv = createServer();
     srv.unref();
-    srv.on('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address();
-      srv.close(() => resolve(port));
-    });
+    srv.once('error', () => resolve(false));
+    srv.listen(port, '127.0.0.1', () => srv.close(() => resolve(true)));
   });
+}
+
+/** A port of this process's range that nothing listens on and that this process has not handed out. */
+export async function freePort() {
+  const { first, last } = portRange();
+  for (let tried = 0; tried < PORT_SLOT_SIZE; tried++) {
+    const port = first + (cursor++ % PORT_SLOT_SIZE);
+    if (handedOut.has(port) || !(await canListen(port))) continue;
+    handedOut.add(port);
+    return port;
+  }
+  throw new Error(`freePort: no free port left in ${first}-${last} (${handedOut.size} handed out by this process and not released)`);
+}
+
+/** `n` distinct ports (see freePort). */
+export async function freePorts(n) {
+  const ports = [];
+  while (ports.length < n) ports.push(await freePort());
+  return ports;
+}
+
+/** Lets freePort() hand `port` out again (its server is gone for good). */
+export function releasePort(port) {
+  handedOut.delete(port);
 }
 
 /** A short unique tag for names of databases, users and key prefixes. */

@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
-import { exited, freePort, waitFor } from './process.mjs';
+import { exited, freePorts, releasePort, waitFor } from './process.mjs';
 
 /** Whether a Redis on the port answers PING within `timeoutMs`. */
 export async function redisAnswers(port, { password, timeoutMs = 1000 } = {}) {
@@ -67,16 +67,13 @@ export class RedisServer {
   async cleanup() {
     await this.stop();
     rmSync(this.dir, { recursive: true, force: true });
+    releasePort(this.port); // gone for good: a long bench may start hundreds
   }
 }
 
-/** `n` masters on distinct free ports (never 6379), started together; none left running on failure. */
+/** `n` masters on distinct free ports (from freePorts: never 6379), started together; none left running on failure. */
 export async function startRedisServers(n) {
-  const ports = [];
-  while (ports.length < n) {
-    const port = await freePort();
-    if (port !== 6379 && !ports.includes(port)) ports.push(port);
-  }
+  const ports = await freePorts(n);
   const servers = ports.map((p) => new RedisServer(p));
   try {
     await Promise.all(servers.map((s) => s.start()));

@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { runCli, type CliResult } from '../helpers/cli.js';
 import { jobSource, type Effect } from '../helpers/job-sources.js';
-import { freePort, waitFor } from '../helpers/redis.js';
+import { freePort, freePorts, waitFor } from '../helpers/redis.js';
 import { singleNode } from '../helpers/single-node.js';
 import type { Workspace } from '../helpers/workspace.js';
 import { waitForLog } from './cluster-scenario.js';
@@ -198,7 +198,7 @@ describe.concurrent('daemon lifecycle', () => {
     const secret = 's3cret-Pa55';
     const ws = workspace();
     ws.writeJob('good.mjs', jobSource(`schedule: '* * * * * *',`));
-    const ports = [await freePort(), await freePort(), await freePort()];
+    const ports = await freePorts(3);
     const d = start(ws, { SCHEDULER_REDIS: ports.map((p) => `redis://:${secret}@127.0.0.1:${p}`).join(',') });
     await waitForLog(d, 'the daemon to schedule', 'scheduler started');
     await waitFor('three periods to run', () => effects(ws).length >= 3, 30_000);

@@ -8,7 +8,7 @@
 import { describe, expect, it } from 'vitest';
 import { runCli } from '../helpers/cli.js';
 import { jobSource, type Effect } from '../helpers/job-sources.js';
-import { freePort, waitFor } from '../helpers/redis.js';
+import { freePorts, waitFor } from '../helpers/redis.js';
 import { singleNode } from '../helpers/single-node.js';
 import type { Workspace } from '../helpers/workspace.js';
 import { waitForLog } from './cluster-scenario.js';
@@ -69,7 +69,7 @@ describe('node timing', () => {
   it('run-once with every Redis master down: runs through the run row alone, warns once, exit 0', async () => {
     const ws = workspace();
     ws.writeJob('hand.mjs', jobSource(`schedule: '0 0 1 1 *',`));
-    const ports = [await freePort(), await freePort(), await freePort()];
+    const ports = await freePorts(3);
     const r = await runCli(['run-once', 'hand'], { cwd: ws.dir, env: envOf(ws, { SCHEDULER_REDIS: ports.map((p) => `redis://127.0.0.1:${p}`).join(',') }), timeoutMs: 30_000 });
     expect(r.code, r.stderr + r.stdout).toBe(0);
     expect((r.stdout + r.stderr).split('\n').filter((l) => l.includes('Redis quorum unreachable: claims go on through the run row alone'))).toHaveLength(1);
