@@ -46,7 +46,9 @@ Examples:
 
 Exit statuses: ${Object.entries(EXIT_MEANINGS).map(([code, meaning]) => `${code} ${meaning}`).join(', ')}.`);
   for (const add of [runCommand, runOnceCommand, listCommand, nextCommand, validateCommand, historyCommand, keysCommand, migrateCommand, pruneCommand, nodesCommand, pauseCommands]) add(program);
-  for (const cmd of program.commands) cmd.exitOverride();
+  // `--version` after a command too (`scheduler run --version`): with positional options the
+  // program's own flags are read before the command only.
+  for (const cmd of program.commands) cmd.version(pkg.version).exitOverride();
   return program;
 }
 
