@@ -109,6 +109,15 @@ function others(live: RunRecord[], key: string, scheduledAt: Date, earlierOnly: 
   return live.filter((r) => r.periodKey !== key && r.shard === shard && (!earlierOnly || r.scheduledAt.getTime() < scheduledAt.getTime()));
 }
 
+/**
+ * A running row its holder has not beaten since its claim (its first beat comes a third of its lease
+ * after it, 200 ms at least): it may have no body behind it (a claim in doubt).
+ */
+function neverBeaten(r: RunRecord): boolean {
+  const claimed = (r.claimedAt ?? r.startedAt).getTime();
+  return r.heartbeatAt === null || r.heartbeatAt.getTime() - claimed < 100;
+}
+
 export class Claimer {
   /** Periods this process is handling: it never races itself for them (guard ahead of Redis). */
   private readonly inHand = new Set<string>();
@@ -241,6 +250,16 @@ export class Claimer {
         // the node's other outcomes: under load, skips come by the hundred).
         const earlier = others(live, key, scheduledAt, true, shard);
         if (earlier.length > 0 && req.deferOverlap) return { outcome: 'won', run: inserted.run, sentAt, overlapWith: earlier[0] };
+        if (earlier.length > 0 && trigger === 'catch-up' && earlier.every(neverBeaten)) {
+          // A catch-up (after an outage, a failover) meeting only rows their holders have not beaten
+          // since their claim: such a row may be another node's claim in doubt (its answer lost as the
+          // store went away: no body behind it), which that node gives back once its store answers.
+          // It proves no body runs, so this period is not skipped because of it: its row is given
+          // back pending, and the owed-work sweep claims it once no earlier run is live (it waits
+          // behind a body that does run). Seen on Galera: a node killed, two periods skipped.
+          await this.store.releasePending(inserted.run.id, this.nodeId);
+          return { outcome: 'blocked-overlap', running: earlier[0] };
+        }
         if (earlier.length > 0) {
           await this.store.endAttempt(inserted.run, this.nodeId, { status: 'skipped', reason: 'overlap' }, null);
           return { outcome: 'skipped-overlap', running: earlier[0] };

@@ -286,6 +286,27 @@ function describeClaims(backend: Backend): void {
       await first.lease?.release();
     });
 
+    it("overlap 'skip', a catch-up meeting only an earlier row never beaten since its claim (maybe a claim in doubt elsewhere): its period is given back pending, not skipped; behind a beaten row it is skipped", async () => {
+      const [a, b] = [await node('node-a'), await node('node-b')];
+      const job = makeJob(`doubt-${uid()}`);
+      const first = won(await a.claimer.claim(claimOf(job, new Date(BASE), 1, true)));
+      const catchUp = (at: Date) => b.claimer.claim({ ...claimOf(job, at, 1, true), trigger: 'catch-up' as const });
+      const next = new Date(BASE + MINUTE);
+      const res = await catchUp(next);
+      expect(res.outcome).toBe('blocked-overlap');
+      const rows = await reader.periodRuns(job.name, next);
+      expect(rows.map((r) => [r.attempt, r.status, r.reason])).toEqual([[1, 'pending', null]]);
+      expect(b.claimer.isInHand(periodKey(job.name, next))).toBe(false);
+      // Once its holder beats it (a body runs behind it), a later catch-up is skipped as before.
+      await new Promise((r) => setTimeout(r, 150));
+      expect(await reader.heartbeat(first.run.id, 'node-a')).toBe(true);
+      const later = new Date(BASE + 2 * MINUTE);
+      expect((await catchUp(later)).outcome).toBe('skipped-overlap');
+      expect((await reader.periodRuns(job.name, later)).map((r) => [r.status, r.reason])).toEqual([['skipped', 'overlap']]);
+      first.release();
+      await first.lease?.release();
+    });
+
     it("overlap 'skip': periods claimed at the same moment do not skip each other", async () => {
       const nodes = await Promise.all(Array.from({ length: 4 }, (_, i) => node(`ovl-${i}`)));
       const job = makeJob(`overlap2-${uid()}`);
