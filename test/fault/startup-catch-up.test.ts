@@ -136,7 +136,10 @@ describe('fault: the start-up catch-up after a full-cluster outage', () => {
         report.push(`${o.how} ${job}: ${describe.join(' | ')}`);
         // A 7 s outage leaves three or four periods to catch up; the tick takes over at the start.
         expect(missed.length, `${o.how} ${job}`).toBeGreaterThanOrEqual(3);
-        expect(firstScheduled - o.startedAt, `${o.how} ${job}: first scheduled period after the start`).toBeLessThanOrEqual(EVERY_MS + 1000);
+        // The tick takes over within a period or two of the start: a start-up on a loaded machine (CI,
+        // once: 3.9 s) may leave its first due period to the catch-up, which the checks below judge
+        // like the others (a row, trigger catch-up, run once).
+        expect(firstScheduled - o.startedAt, `${o.how} ${job}: first scheduled period after the start`).toBeLessThanOrEqual(2 * EVERY_MS + 1000);
         for (const p of missed) expect(byP.get(p)!.every((r) => r.trigger === 'catch-up'), `${o.how} ${job}@${p}`).toBe(true);
         const ran = missed.filter((p) => starts(job, p).length > 0);
         if (job === 'plain') {
