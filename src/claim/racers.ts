@@ -17,6 +17,8 @@ import { NODE_ALIVE_MS } from '../store/nodes.js';
 
 /** How often the live nodes are read. */
 export const MEMBERSHIP_EVERY_MS = 5000;
+/** How often the live nodes are read while one of them is unproven (see Racers.unsure). */
+const UNSURE_EVERY_MS = 1000;
 /** The second-ranked node claims a period that has no row this long after its instant. */
 export const STEP_IN_AFTER_MS = 250;
 
@@ -67,6 +69,10 @@ export class Racers {
   private lastRead = -Infinity;
   private reading: Promise<void> | undefined;
   private warnedAt = -Infinity;
+  /** When this node began ranking (monotonic ms): a node is proven alive by a heartbeat after it. */
+  private readonly since = performance.now();
+  /** The seeds of listed nodes that beat after this node began (this node's own among them). */
+  private readonly proven = new Set<number>();
 
   constructor(
     private readonly nodeId: string,
@@ -76,6 +82,33 @@ export class Racers {
   ) {
     this.self = nodeSeed(nodeId);
     this.seeds = [this.self];
+    this.proven.add(this.self);
+  }
+
+  /**
+   * Some node on the list has not been seen beating since this node began: it may have died just
+   * before (a whole cluster killed, this node the first back), and it keeps its share of the periods
+   * until its heartbeat ages out (NODE_ALIVE_MS). Every node that lives beats within NODE_HEARTBEAT_MS.
+   */
+  get unsure(): boolean {
+    return this.seeds.some((s) => !this.proven.has(s));
+  }
+
+  /**
+   * Whether every node ranked ahead of this one for `key` is unproven (see unsure): this node is then
+   * the first one known alive for the period, and steps in for it. A node behind a proven one leaves
+   * the period to it (a pile-on of every node's step-in, each one's claim a statement and three Redis
+   * commands, is what tipped 2,000 every-second jobs into overload at a staggered start).
+   */
+  firstProven(key: string): boolean {
+    const k = fnv1a(key);
+    const mine = weight(k, this.self);
+    for (const seed of this.seeds) {
+      if (seed === this.self || !this.proven.has(seed)) continue;
+      const w = weight(k, seed);
+      if (w > mine || (w === mine && seed < this.self)) return false;
+    }
+    return true;
   }
 
   /** How many nodes this node ranks over now. */
@@ -93,13 +126,20 @@ export class Racers {
    * that fails keeps the last list (and says so at most every 30 s); never throws.
    */
   refresh(): Promise<void> {
-    if (this.reading || performance.now() - this.lastRead < this.everyMs) return this.reading ?? Promise.resolve();
-    this.lastRead = performance.now();
+    // While some listed node is unproven, every second: a node that lives is proven within its next beat.
+    const every = this.unsure ? Math.min(this.everyMs, UNSURE_EVERY_MS) : this.everyMs;
+    if (this.reading || performance.now() - this.lastRead < every) return this.reading ?? Promise.resolve();
+    const sentAt = performance.now();
+    this.lastRead = sentAt;
     this.reading = this.nodes.list({ recentMs: NODE_ALIVE_MS }).then((listed) => {
       // Running nodes only: a stopping node claims nothing new, and its share goes to the others at once.
-      const ids = new Set(listed.filter((n) => n.alive && n.state === 'running').map((n) => n.id));
+      const running = listed.filter((n) => n.alive && n.state === 'running');
+      const ids = new Set(running.map((n) => n.id));
       ids.add(this.nodeId);
       this.seeds = [...ids].map(nodeSeed);
+      // Beat after this node began, by the read's send time (an age on the store's clock, which the
+      // answer's delay can only make look older): proven alive.
+      for (const n of running) if (sentAt - n.heartbeatAgeMs > this.since) this.proven.add(nodeSeed(n.id));
     }, (err: unknown) => {
       if (performance.now() - this.warnedAt >= 30_000) {
         this.warnedAt = performance.now();

@@ -395,7 +395,7 @@ export class Scheduler {
         const rank = this.rankOf(job, first);
         if (rank === 0 && behind) deferred++;
         else if (rank === 0) this.track(runner.runPeriod(job, first, 'schedule', { notBefore: first }));
-        else if (!behind && (rank === 1 || this.unsureOfRacers())) {
+        else if (!behind && (rank === 1 || this.unsureOfRacers(job, first))) {
           const k = `${first.getTime()}/${rank}`;
           (stepIn.get(k) ?? stepIn.set(k, { at: first, rank, jobs: [] }).get(k)!).jobs.push(job);
         }
@@ -483,9 +483,14 @@ export class Scheduler {
    * died before this one started (a whole cluster killed, one node back: the dead keep their shares
    * until their heartbeats age out), so no period is left to the sweep then: those ranked to the
    * dead were caught up 3-8 s late, or with `coalesce` recorded coalesced behind the next period.
+   * A node ranked third or further steps in for a period then only while every node ranked ahead of
+   * it has not been seen beating since its start (Racers.firstProven): a node that beats is alive,
+   * and it or the second-ranked node claims the period.
    */
-  private unsureOfRacers(): boolean {
-    return performance.now() - this.startedAtMono < NODE_ALIVE_MS + MEMBERSHIP_EVERY_MS;
+  private unsureOfRacers(job: Job, at: Date): boolean {
+    const { racers } = this.options;
+    if (!racers?.unsure || performance.now() - this.startedAtMono >= NODE_ALIVE_MS + MEMBERSHIP_EVERY_MS) return false;
+    return racers.firstProven(periodKey(job.name, at));
   }
 
   /** This node's rank for a period: 0 races it at the tick. A sharded job's shards spread by their own rule: every node races. */

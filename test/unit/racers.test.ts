@@ -71,6 +71,28 @@ describe('Racers (the live nodes of the nodes table)', () => {
     for (const k of keys(200)) expect(racers.rank(k)).toBe(rankOf(k, nodeSeed('n1'), seeds));
   });
 
+  it('a node is proven alive by a heartbeat after this node began; until then, a node ranked below it steps in (firstProven)', async () => {
+    const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+    const age = new Map([['n2', 60_000], ['n3', 60_000]]);
+    const racers = new Racers('n1', { list: async () => ['n2', 'n3'].map((id) => ({ ...listed(id), heartbeatAgeMs: age.get(id)! })) }, silent, 0);
+    await sleep(20);
+    await racers.refresh();
+    expect(racers.size).toBe(3);
+    // Both beat before n1 began (a cluster killed, n1 the first back): unproven, so n1 is the first
+    // node known alive for every period and steps in for all of them.
+    expect(racers.unsure).toBe(true);
+    expect(keys(300).every((k) => racers.firstProven(k))).toBe(true);
+    // n2 beats: the periods n2 ranks ahead of n1 are n2's (or its second-ranked node's) again.
+    age.set('n2', 0);
+    await racers.refresh();
+    expect(racers.unsure).toBe(true);
+    const seeds = ['n1', 'n2'].map(nodeSeed);
+    for (const k of keys(300)) expect(racers.firstProven(k)).toBe(rankOf(k, nodeSeed('n1'), seeds) === 0);
+    age.set('n3', 0);
+    await racers.refresh();
+    expect(racers.unsure).toBe(false);
+  });
+
   it('a failed read keeps the last list and does not throw', async () => {
     let fail = false;
     const racers = new Racers('n1', { list: async () => { if (fail) throw new Error('store down'); return [listed('n1'), listed('n2'), listed('n3')]; } }, silent, 0);

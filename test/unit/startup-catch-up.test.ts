@@ -98,7 +98,7 @@ describe('the start-up catch-up', () => {
   });
 
   it('just after the start, a node ranked third steps in for periods with no row, 2 x STEP_IN_AFTER_MS after the instant (the nodes ranked above it may have died before it started)', async () => {
-    const racers = { refresh: async () => {}, size: 3, rank: () => 2 } as unknown as Racers;
+    const racers = { refresh: async () => {}, size: 3, rank: () => 2, unsure: true, firstProven: () => true } as unknown as Racers;
     const checks: Array<{ at: number; checkedAt: number }> = [];
     const store = { jobsWithRowAt: async (at: Date) => { checks.push({ at: at.getTime(), checkedAt: Date.now() }); return new Set<string>(); } };
     const { s, rec } = scheduler([jobOf('a')], { racers, store });
@@ -112,6 +112,17 @@ describe('the start-up catch-up', () => {
     expect(rec.claims.length).toBeGreaterThanOrEqual(2);
     for (const c of checks) expect(c.checkedAt - c.at).toBeGreaterThanOrEqual(2 * STEP_IN_AFTER_MS - 5);
     for (const c of rec.claims) expect(c.trigger).toBe('schedule');
+  });
+
+  it('just after the start, a node ranked third leaves a period to the nodes ahead of it once one of them has been seen beating', async () => {
+    const racers = { refresh: async () => {}, size: 3, rank: () => 2, unsure: true, firstProven: () => false } as unknown as Racers;
+    const checks: number[] = [];
+    const store = { jobsWithRowAt: async (at: Date) => { checks.push(at.getTime()); return new Set<string>(); } };
+    const { s } = scheduler([jobOf('a')], { racers, store });
+    await s.start();
+    await sleep(2600);
+    await s.stop(0);
+    expect(checks).toEqual([]);
   });
 });
 
