@@ -517,7 +517,7 @@ export class Scheduler {
       this.track(this.options.store.jobsWithRowAt(at, names).then((have) => {
         const missing = names.filter((n) => !have.has(n));
         if (missing.length === 0 || this.stopped) return;
-        this.options.log.info({ periods: missing.length, scheduledAt: at.toISOString(), jobs: missing.slice(0, 5) }, 'periods with no row after their instant: claiming them here (their first-ranked node did not)');
+        this.options.log.info({ periods: missing.length, scheduledAt: at.toISOString(), rank: Math.round(afterMs / STEP_IN_AFTER_MS), jobs: missing.slice(0, 5) }, 'periods with no row after their instant: claiming them here (their first-ranked node did not)');
         for (const name of missing) this.track(this.options.runner.runPeriod(current.get(name)!, at, 'schedule'));
       }, (err: unknown) => {
         this.options.log.warn({ err: { message: errorMessage(err) } }, 'step-in check failed; the sweep runs the periods nobody claimed');
