@@ -17,6 +17,13 @@ import { NODE_ALIVE_MS } from '../store/nodes.js';
 
 /** How often the live nodes are read. */
 export const MEMBERSHIP_EVERY_MS = 5000;
+/**
+ * A node that registered at most this long before this one began counts as alive (see Racers.unsure):
+ * nodes started together (every node of a cold start comes up within a second or two of the others)
+ * have not beaten since each other began. One of them that died meanwhile is a node dying in a
+ * running cluster: its periods go to their second-ranked nodes and the sweep.
+ */
+const STARTED_TOGETHER_MS = 5000;
 /** How often the live nodes are read while one of them is unproven (see Racers.unsure). */
 const UNSURE_EVERY_MS = 1000;
 /** The second-ranked node claims a period that has no row this long after its instant. */
@@ -138,8 +145,13 @@ export class Racers {
       ids.add(this.nodeId);
       this.seeds = [...ids].map(nodeSeed);
       // Beat after this node began, by the read's send time (an age on the store's clock, which the
-      // answer's delay can only make look older): proven alive.
-      for (const n of running) if (sentAt - n.heartbeatAgeMs > this.since) this.proven.add(nodeSeed(n.id));
+      // answer's delay can only make look older), or started at most STARTED_TOGETHER_MS before it (a
+      // cluster started together: a cold start, a deploy): proven alive. A node that began long before
+      // and has not beaten since may have died before this one started.
+      for (const n of running) {
+        const startedAgoMs = n.heartbeatAgeMs + n.heartbeatAt - n.startedAt;
+        if (sentAt - n.heartbeatAgeMs > this.since || sentAt - startedAgoMs > this.since - STARTED_TOGETHER_MS) this.proven.add(nodeSeed(n.id));
+      }
     }, (err: unknown) => {
       if (performance.now() - this.warnedAt >= 30_000) {
         this.warnedAt = performance.now();

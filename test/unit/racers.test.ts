@@ -74,7 +74,8 @@ describe('Racers (the live nodes of the nodes table)', () => {
   it('a node is proven alive by a heartbeat after this node began; until then, a node ranked below it steps in (firstProven)', async () => {
     const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
     const age = new Map([['n2', 60_000], ['n3', 60_000]]);
-    const racers = new Racers('n1', { list: async () => ['n2', 'n3'].map((id) => ({ ...listed(id), heartbeatAgeMs: age.get(id)! })) }, silent, 0);
+    // Both started an hour before their last beat.
+    const racers = new Racers('n1', { list: async () => ['n2', 'n3'].map((id) => ({ ...listed(id), startedAt: -3_600_000, heartbeatAgeMs: age.get(id)! })) }, silent, 0);
     await sleep(20);
     await racers.refresh();
     expect(racers.size).toBe(3);
@@ -91,6 +92,19 @@ describe('Racers (the live nodes of the nodes table)', () => {
     age.set('n3', 0);
     await racers.refresh();
     expect(racers.unsure).toBe(false);
+  });
+
+  it('nodes started together count as alive: one that registered seconds before this node began is proven', async () => {
+    // n2 registered 2 s before its read (n1 began just now) and has not beaten since; n3 registered
+    // an hour ago and beat 2 s ago, before n1 began.
+    const racers = new Racers('n1', { list: async () => [
+      { ...listed('n2'), startedAt: 0, heartbeatAt: 0, heartbeatAgeMs: 2000 },
+      { ...listed('n3'), startedAt: -3_600_000, heartbeatAt: 0, heartbeatAgeMs: 2000 },
+    ] }, silent, 0);
+    await racers.refresh();
+    expect(racers.unsure).toBe(true);
+    const seeds = ['n1', 'n2'].map(nodeSeed);
+    for (const k of keys(300)) expect(racers.firstProven(k)).toBe(rankOf(k, nodeSeed('n1'), seeds) === 0);
   });
 
   it('a failed read keeps the last list and does not throw', async () => {
