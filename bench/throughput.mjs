@@ -219,6 +219,39 @@ function analyseLines(lines, { names, instants, nodeIds }) {
   };
 }
 
+/**
+ * The cold start, from the bodies' own lines before the window: the seconds from the first period
+ * any body ran to the first period from which every period up to the window's start had all its
+ * jobs started within 1 s of their instant (`settledAfterS`; null when that never happened before
+ * the window: the window then measures the start's overload too), and how many of those periods'
+ * bodies started late.
+ */
+function coldStart(lines, jobs, windowFrom) {
+  const byPeriod = new Map();
+  for (const l of lines) {
+    if (l.period >= windowFrom) continue;
+    const p = byPeriod.get(l.period) ?? { started: 0, late: 0 };
+    p.started += 1;
+    if (l.startMs - l.period > 1000) p.late += 1;
+    byPeriod.set(l.period, p);
+  }
+  if (byPeriod.size === 0) return { settledAfterS: null, periods: 0, started: 0, late: 0 };
+  const first = Math.min(...byPeriod.keys());
+  let settledFrom = null;
+  let late = 0;
+  let started = 0;
+  let periods = 0;
+  for (let t = first; t < windowFrom; t += 1000) {
+    periods += jobs;
+    const p = byPeriod.get(t) ?? { started: 0, late: 0 };
+    late += p.late;
+    started += p.started;
+    if (p.started < jobs || p.late > 0) settledFrom = null;
+    else settledFrom ??= t;
+  }
+  return { settledAfterS: settledFrom === null ? null : (settledFrom - first) / 1000, periods, started, late };
+}
+
 function readLines(file) {
   if (!existsSync(file)) return [];
   const lines = [];
@@ -406,7 +439,7 @@ async function runProjectRound(env, n) {
         exits: exits.map((e, i) => ({ node: nodes[i].nodeId, code: e.code, signal: e.signal, ...(e.code !== 0 ? { tail: tail(nodes[i].logFile, 2) } : {}) })),
       };
     };
-    const result = await windowResult(n, names, w, first.s1, first.s2, load);
+    const result = { ...(await windowResult(n, names, w, first.s1, first.s2, load)), coldStart: coldStart(lines, n, w.from) };
     if (then) result.then = { ...(await windowResult(then.names.length, then.names, then.w, then.s1, then.s2, then.load)), side: 'project, then' };
     return result;
   } finally {
@@ -600,6 +633,10 @@ function reportRound(round) {
     if (!r || r.error) continue;
     out(`${side}: top Redis commands per period: ${r.redis.top.map((t) => `${t.cmd} ${fmt(t.perPeriod, 1)}`).join(', ')}`);
     out(`${side}: periods per ${side === 'project' ? 'node' : 'worker'} ${Object.entries(r.perNode).map(([k, v]) => `${k} ${v}`).join(', ')}; started > 1 s late ${r.startedOver1s}; start-up ${r.startupMs} ms`);
+    if (side === 'project' && r.coldStart) {
+      const c = r.coldStart;
+      out(`project: cold start: ${c.settledAfterS === null ? 'not settled before the window (its overload runs into it)' : `settled ${c.settledAfterS} s after its first period`}; before the window ${c.started} of ${c.periods} periods started, ${c.late} more than 1 s late`);
+    }
     if (side === 'project') {
       out(`project: store statements from ${r.store.kind}${r.store.perNode ? ` (per node ${r.store.perNode.join(' / ')})` : ''}`);
       out(`project: mariadbd (shared server) ${fmt(r.cpu.store.perSecond, 1)} ms CPU/s in the window${round.bullmq?.cpu ? `, ${fmt(round.bullmq.cpu.mariadbIdle.perSecond, 1)} ms/s in BullMQ's window (other users' load)` : ''}`);
