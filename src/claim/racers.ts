@@ -133,8 +133,12 @@ export class Racers {
    * that fails keeps the last list (and says so at most every 30 s); never throws.
    */
   refresh(): Promise<void> {
-    // While some listed node is unproven, every second: a node that lives is proven within its next beat.
-    const every = this.unsure ? Math.min(this.everyMs, UNSURE_EVERY_MS) : this.everyMs;
+    // While some listed node is unproven, every second: a node that lives is proven within its next
+    // beat. In this node's first NODE_ALIVE_MS too: the nodes of a cold start register over a second
+    // or two, and the first one up, alone on its first read, would rank first for every period for
+    // a whole MEMBERSHIP_EVERY_MS.
+    const young = performance.now() - this.since < NODE_ALIVE_MS;
+    const every = this.unsure || young ? Math.min(this.everyMs, UNSURE_EVERY_MS) : this.everyMs;
     if (this.reading || performance.now() - this.lastRead < every) return this.reading ?? Promise.resolve();
     const sentAt = performance.now();
     this.lastRead = sentAt;
