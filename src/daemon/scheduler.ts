@@ -170,7 +170,14 @@ export class Scheduler {
     this.reconciling = true;
     const planned = (async () => {
       try {
-        const result = await reconciler.reconcile(this.states.map((s) => s.job), { upTo: ready, now: ready });
+        // A job with one period to run, which a node known alive ranks ahead of this one, is left to
+        // that node: its tick or its own start-up catch-up claims it (nodes started together, each
+        // claiming every job's period at once, multiplied a cold start's load). The sweeps run what
+        // it does not. Several periods of a job (an outage) run here, in order, as before.
+        const { racers } = this.options;
+        const leave = (job: Job, periods: Date[]) => racers !== undefined && periods.length === 1 && (job.shards ?? 1) === 1
+          && !racers.firstProven(periodKey(job.name, periods[0]!));
+        const result = await reconciler.reconcile(this.states.map((s) => s.job), { upTo: ready, now: ready, leave });
         for (const p of result.ran) this.track(p);
         // It was the full reconcile the first sweep would have made; the sweeps go on by slices.
         this.fullReconcile = false;

@@ -181,6 +181,12 @@ export interface ReconcileOptions {
   latestTrigger?: Trigger;
   /** Run the attempts the claimed periods make owed, too (the run-once pass). */
   followOwed?: boolean;
+  /**
+   * A job's periods to run that another live node will claim (the start-up catch-up of nodes started
+   * together): recorded as planned, but not run here, and the job's anchor stays before them, so
+   * that a later sweep looks at them again and runs what that node did not.
+   */
+  leave?: (job: Job, periods: Date[]) => boolean;
 }
 
 export interface ReconcileResult {
@@ -350,6 +356,10 @@ export class Reconciler {
 
   /** After its skipped periods are recorded: the job's anchor moves, and its catch-up runs start. */
   private settle(job: Job, plan: ReconcilePlan, upTo: number, options: ReconcileOptions, out: ReconcileResult): void {
+    if (plan.run.length > 0 && options.leave?.(job, plan.run)) {
+      this.setThrough(job.name, Math.min(plan.through, plan.run[0]!.getTime() - 1));
+      return;
+    }
     this.setThrough(job.name, plan.through);
     if (plan.run.length > 0) out.ran.push(this.runInOrder(job, plan.run, upTo, options));
   }
