@@ -23,6 +23,15 @@ const PAIRED_INTEGRATION = [
  */
 const PAIRED_FAULT = ['galera', 'pg-failover', 'pg-async-failover'].map((name) => `test/fault/${name}.test.ts`);
 
+/**
+ * `npm run test:quick` (the unit and contract files alone) sets CRON_TEST_QUICK=1: three files side by
+ * side instead of two, in workers that are not restarted for each file (isolate: false). Most of those
+ * files wait on the database servers, the Redis masters they start or their own timers far more than
+ * they compute, and a fresh worker per file cost about 50 s of CPU over the 61 files. `npm test` keeps
+ * two at a time, each file in a fresh worker (docs/testing.md).
+ */
+const QUICK = process.env.CRON_TEST_QUICK === '1';
+
 export default defineConfig({
   test: {
     reporters: ['default'],
@@ -32,7 +41,8 @@ export default defineConfig({
           ...shared,
           name: 'two-at-a-time',
           include: ['test/unit/**/*.test.ts', 'test/contract/**/*.test.ts', 'test/deploy/**/*.test.ts', 'test/browser/**/*.test.ts', 'test/package/**/*.test.ts', ...PAIRED_INTEGRATION, ...PAIRED_FAULT],
-          maxWorkers: 2,
+          maxWorkers: QUICK ? 3 : 2,
+          isolate: !QUICK,
           sequence: { groupOrder: 0 },
         },
       },

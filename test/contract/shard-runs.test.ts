@@ -1,6 +1,6 @@
 /**
  * Shards through the machinery that runs them (PeriodRunner, Reconciler, runManual's rules) over a
- * real store (SQLite, on a temp file; the store's own shard rules are in run-store.test.ts on every
+ * real store (SQLite, on a temp file; the store's own shard rules are in _run-store.ts on every
  * backend): two runners in one process stand for two nodes. What the bodies did is counted from
  * their own record, not from the rows.
  */

@@ -16,7 +16,11 @@ import { KnexRunStore } from '../../src/store/runs.js';
 import type { RunRecord, RunStore } from '../../src/store/types.js';
 
 const LOCK_TTL_MS = 6000; // beats every 2000 ms; self-fences 4500 ms after the last confirmed beat
-const STALL_MS = 2500; // the first beat's answer takes this long (longer than the interval)
+// The first beat's answer takes this long: longer than the interval, so the next beat is due before
+// it comes, and short enough that it comes before the self-fence (4500 ms after the claim). 2100, not
+// 2500: the answer then came right at the fence (2000 + 2500), and a timer late by a few ms on a
+// loaded machine let the fence abort first (one beat seen, not two). Late timers only move it later.
+const STALL_MS = 2100;
 
 let dir: string;
 let real: KnexRunStore;

@@ -2,6 +2,8 @@
  * RunStore conformance: one suite, run against every backend on real servers (SQLite on a temp file,
  * MariaDB and PostgreSQL on a fresh database each). The store is the fence of the whole design, so
  * the races are run for real: several store instances with their own connections, all at once.
+ * One file per backend (run-store-sqlite/-mariadb/-postgres.test.ts) calls describeRunStore, so that
+ * the three run side by side rather than one after another.
  */
 import { randomBytes } from 'node:crypto';
 import { spawn } from 'node:child_process';
@@ -28,7 +30,7 @@ interface FreshStore {
   drop(): Promise<void>;
 }
 
-interface Backend {
+export interface Backend {
   name: string;
   /** A fresh, empty database (or SQLite file) nobody else uses. */
   fresh(): Promise<FreshStore>;
@@ -39,7 +41,7 @@ afterAll(() => {
   for (const dir of tempDirs) rmSync(dir, { recursive: true, force: true });
 });
 
-const sqlite: Backend = {
+export const sqlite: Backend = {
   name: 'SQLite',
   async fresh() {
     const dir = mkdtempSync(join(tmpdir(), 'cron-store-'));
@@ -49,7 +51,7 @@ const sqlite: Backend = {
   },
 };
 
-const mariadb: Backend = {
+export const mariadb: Backend = {
   name: 'MariaDB',
   async fresh() {
     const db = await createMariaDb('cron_contract');
@@ -57,7 +59,7 @@ const mariadb: Backend = {
   },
 };
 
-const postgres: Backend = {
+export const postgres: Backend = {
   name: 'PostgreSQL',
   async fresh() {
     const db = await createPostgresDb('cron_contract');
@@ -1852,44 +1854,43 @@ export function describeRunStore(backend: Backend): void {
   });
 }
 
-describeRunStore(sqlite);
-describeRunStore(mariadb);
-describeRunStore(postgres);
+/** open() on a server that cannot be reached or refuses us (MariaDB and PostgreSQL both). */
+export function describeOpenUnreachable(): void {
+  describe('RunStore contract: open() on an unreachable store', () => {
+    it.each([
+      ['MariaDB', 'mysql' as const, 'mysql://root:s3cr3t-pw@127.0.0.1:1/x'],
+      ['PostgreSQL', 'postgres' as const, 'postgres://postgres:s3cr3t-pw@127.0.0.1:1/x'],
+    ])('%s: throws StoreUnavailableError, password redacted', async (_name, kind, url) => {
+      const started = Date.now();
+      const err = await KnexRunStore.open({ kind, url }).then(
+        (s) => {
+          void s.close();
+          return new Error('open() resolved');
+        },
+        (e: unknown) => e,
+      );
+      expect(err).toBeInstanceOf(StoreUnavailableError);
+      expect((err as StoreUnavailableError).code).toBe('E_STORE_UNAVAILABLE');
+      const message = (err as Error).message;
+      expect(message).not.toContain('s3cr3t-pw');
+      expect(message).toContain('127.0.0.1:1');
+      expect(message).toContain('***');
+      expect(Date.now() - started).toBeLessThan(15_000);
+    });
 
-describe('RunStore contract: open() on an unreachable store', () => {
-  it.each([
-    ['MariaDB', 'mysql' as const, 'mysql://root:s3cr3t-pw@127.0.0.1:1/x'],
-    ['PostgreSQL', 'postgres' as const, 'postgres://postgres:s3cr3t-pw@127.0.0.1:1/x'],
-  ])('%s: throws StoreUnavailableError, password redacted', async (_name, kind, url) => {
-    const started = Date.now();
-    const err = await KnexRunStore.open({ kind, url }).then(
-      (s) => {
-        void s.close();
-        return new Error('open() resolved');
-      },
-      (e: unknown) => e,
-    );
-    expect(err).toBeInstanceOf(StoreUnavailableError);
-    expect((err as StoreUnavailableError).code).toBe('E_STORE_UNAVAILABLE');
-    const message = (err as Error).message;
-    expect(message).not.toContain('s3cr3t-pw');
-    expect(message).toContain('127.0.0.1:1');
-    expect(message).toContain('***');
-    expect(Date.now() - started).toBeLessThan(15_000);
+    it.each([
+      ['MariaDB', 'mysql' as const, 'mysql://root:wrong-pw@127.0.0.1:3306/test'],
+      ['PostgreSQL', 'postgres' as const, 'postgres://postgres:wrong-pw@127.0.0.1:5432/cron_no_such_db_contract'],
+    ])('%s: a server that refuses us (bad password or database) is StoreUnavailableError too', async (_name, kind, url) => {
+      const err = await KnexRunStore.open({ kind, url }).then(
+        async (s) => {
+          await s.close();
+          return new Error('open() resolved');
+        },
+        (e: unknown) => e,
+      );
+      expect(err).toBeInstanceOf(StoreUnavailableError);
+      expect((err as Error).message).not.toContain('wrong-pw');
+    });
   });
-
-  it.each([
-    ['MariaDB', 'mysql' as const, 'mysql://root:wrong-pw@127.0.0.1:3306/test'],
-    ['PostgreSQL', 'postgres' as const, 'postgres://postgres:wrong-pw@127.0.0.1:5432/cron_no_such_db_contract'],
-  ])('%s: a server that refuses us (bad password or database) is StoreUnavailableError too', async (_name, kind, url) => {
-    const err = await KnexRunStore.open({ kind, url }).then(
-      async (s) => {
-        await s.close();
-        return new Error('open() resolved');
-      },
-      (e: unknown) => e,
-    );
-    expect(err).toBeInstanceOf(StoreUnavailableError);
-    expect((err as Error).message).not.toContain('wrong-pw');
-  });
-});
+}
