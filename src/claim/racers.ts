@@ -78,7 +78,7 @@ export class Racers {
   private warnedAt = -Infinity;
   /** When this node began ranking (monotonic ms): a node is proven alive by a heartbeat after it. */
   private readonly since = performance.now();
-  /** The seeds of listed nodes that beat after this node began (this node's own among them). */
+  /** The seeds of listed nodes known alive: beaten after this node began, or started together with it (this node's own among them). */
   private readonly proven = new Set<number>();
 
   constructor(
@@ -102,7 +102,7 @@ export class Racers {
   }
 
   /**
-   * Whether every node ranked ahead of this one for `key` is unproven (see unsure): this node is then
+   * Whether no node ranked ahead of this one for `key` is known alive (see unsure): this node is then
    * the first one known alive for the period, and steps in for it. A node behind a proven one leaves
    * the period to it (a pile-on of every node's step-in, each one's claim a statement and three Redis
    * commands, is what tipped 2,000 every-second jobs into overload at a staggered start).

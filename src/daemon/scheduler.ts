@@ -490,9 +490,9 @@ export class Scheduler {
    * died before this one started (a whole cluster killed, one node back: the dead keep their shares
    * until their heartbeats age out), so no period is left to the sweep then: those ranked to the
    * dead were caught up 3-8 s late, or with `coalesce` recorded coalesced behind the next period.
-   * A node ranked third or further steps in for a period then only while every node ranked ahead of
-   * it has not been seen beating since its start (Racers.firstProven): a node that beats is alive,
-   * and it or the second-ranked node claims the period.
+   * A node ranked third or further steps in for a period then only while no node ranked ahead of it
+   * is known alive (Racers.firstProven: seen beating since this node began, or started together
+   * with it): a node known alive, or the second-ranked node, claims the period.
    */
   private unsureOfRacers(job: Job, at: Date): boolean {
     const { racers } = this.options;

@@ -291,14 +291,14 @@ export function describeDialect(backend: Backend): void {
         });
       });
 
-      itOn('postgres')("PostgreSQL: the nowMs expression, fed the fall-back instants instead of clock_timestamp(), gives them exactly under 'Europe/Berlin'", async () => {
+      itOn('postgres')("PostgreSQL: the nowMs expression, fed the fall-back instants instead of statement_timestamp(), gives them exactly under 'Europe/Berlin'", async () => {
         // PostgreSQL cannot fix a session's clock; the expression's form is checked instead, with
-        // clock_timestamp() replaced by each instant as a timestamptz.
-        expect(dialect.nowMs).toContain('clock_timestamp()');
+        // statement_timestamp() replaced by each instant as a timestamptz.
+        expect(dialect.nowMs).toContain('statement_timestamp()');
         await withConns(1, async (k, [c]) => {
           await sql(k, c, "SET TIME ZONE 'Europe/Berlin'");
           for (const instant of FALL_BACK_INSTANTS) {
-            const expr = dialect.nowMs.replace('clock_timestamp()', `CAST('${new Date(instant).toISOString()}' AS timestamptz)`);
+            const expr = dialect.nowMs.replace('statement_timestamp()', `CAST('${new Date(instant).toISOString()}' AS timestamptz)`);
             const [row] = await sql(k, c, `select ${expr} as ms, CAST('${new Date(instant).toISOString()}' AS timestamptz)::text as local`);
             expect(Number(row!.ms), String(row!.local)).toBe(instant);
           }

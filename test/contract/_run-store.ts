@@ -745,7 +745,7 @@ export function describeRunStore(backend: Backend): void {
         const job = `end-timing-${status}-${uid()}`;
         const at = new Date(BASE);
         const run = await running(job, at);
-        // (PostgreSQL's clock_timestamp() moves within a statement: the two stamps may differ by a millisecond.)
+        // (One statement's clock on every store now; PostgreSQL's clock_timestamp(), used before, moved within a statement.)
         expect(Math.abs(run.claimedAt!.getTime() - run.startedAt.getTime())).toBeLessThanOrEqual(1);
         const before = await store.now();
         // The body started 900 ms and ended 200 ms before this write was sent (the node's monotonic clock).

@@ -133,7 +133,10 @@ export const postgresDialect: Dialect = {
     }
   },
 
-  nowMs: 'CAST(FLOOR(EXTRACT(EPOCH FROM clock_timestamp()) * 1000) AS BIGINT)',
+  // statement_timestamp(): one value for the whole statement, as MySQL's NOW(3) and SQLite's 'now'
+  // (clock_timestamp() is read at each evaluation: two stamps one statement writes, a row's started_at
+  // and heartbeat_at, came out a millisecond apart). It still moves from statement to statement.
+  nowMs: 'CAST(FLOOR(EXTRACT(EPOCH FROM statement_timestamp()) * 1000) AS BIGINT)',
 
   bigint: 'BIGINT',
   tableUsing: (_knex, table) => table,
