@@ -181,6 +181,29 @@ export function describeRunStore(backend: Backend): void {
       for (const d of extraDbs) await d.drop().catch(() => {});
     });
 
+    /**
+     * A database of the block's own (for cases that read or count the whole table), its store and an
+     * inspector, handed to `set` before the block's cases; its runs table is emptied before each case.
+     */
+    function ownDatabase(set: (own: { pdb: FreshStore; ps: KnexRunStore; k: Knex }) => void): void {
+      let own: { pdb: FreshStore; ps: KnexRunStore; k: Knex } | undefined;
+      beforeAll(async () => {
+        const pdb = await backend.fresh();
+        extraDbs.push(pdb);
+        const ps = await KnexRunStore.open(pdb.config);
+        await ps.migrate();
+        own = { pdb, ps, k: inspector(pdb.config) };
+        set(own);
+      });
+      afterAll(async () => {
+        await own?.k.destroy();
+        await own?.ps.close();
+      });
+      beforeEach(async () => {
+        await own!.k(RUNS_TABLE).del();
+      });
+    }
+
     /** n more store instances (each its own pool), closed when fn is done: PostgreSQL allows 100 connections. */
     async function withStores<T>(n: number, config: StoreConfig, fn: (stores: KnexRunStore[]) => Promise<T>): Promise<T> {
       const opened = await Promise.allSettled(Array.from({ length: n }, () => KnexRunStore.open(config)));
@@ -1016,24 +1039,8 @@ export function describeRunStore(backend: Backend): void {
       let pdb: FreshStore;
       let ps: KnexRunStore;
       let k: Knex;
-
-      beforeAll(async () => {
-        // A database of its own: duePending reads every job's rows, and the limit and order below are exact.
-        pdb = await backend.fresh();
-        extraDbs.push(pdb);
-        ps = await KnexRunStore.open(pdb.config);
-        await ps.migrate();
-        k = inspector(pdb.config);
-      });
-
-      afterAll(async () => {
-        await k?.destroy();
-        await ps?.close();
-      });
-
-      beforeEach(async () => {
-        await k(RUNS_TABLE).del();
-      });
+      // A database of its own: duePending reads every job's rows, and the limit and order below are exact.
+      ownDatabase((own) => ({ pdb, ps, k } = own));
 
       /** A pending attempt 2 of a fresh period, due at store now + dueInMs (set behind the store's back). */
       async function pending(job: string, dueInMs: number, at = new Date(BASE)) {
@@ -1681,25 +1688,9 @@ export function describeRunStore(backend: Backend): void {
       let pdb: FreshStore;
       let ps: KnexRunStore;
       let k: Knex;
-
-      beforeAll(async () => {
-        // A database of its own: prune works on the whole table, and the counts below are exact.
-        pdb = await backend.fresh();
-        extraDbs.push(pdb);
-        ps = await KnexRunStore.open(pdb.config);
-        await ps.migrate();
-        k = inspector(pdb.config);
-      });
-
-      afterAll(async () => {
-        await k?.destroy();
-        await ps?.close();
-      });
-
-      // Each case starts from an empty table (the database is this block's alone).
-      beforeEach(async () => {
-        await k(RUNS_TABLE).del();
-      });
+      // A database of its own: prune works on the whole table, and the counts below are exact; each
+      // case starts from an empty table.
+      ownDatabase((own) => ({ pdb, ps, k } = own));
 
       /** Moves rows' started_at back by `ms` behind the store's back (the store stamps them with its clock). */
       async function age(ids: string[], ms: number): Promise<void> {

@@ -48,3 +48,13 @@ export function brokenJobsWithTsSyntaxError(): string {
 export function removeTempDirs(): void {
   for (const d of made.splice(0)) rmSync(d, { recursive: true, force: true });
 }
+
+/**
+ * The stores of a SQLite file in a temporary folder of its own (also the jobs folder). The runtime is
+ * imported on the first call: most files that use these fixtures never open a store.
+ */
+export async function sqliteStores(): Promise<Awaited<ReturnType<typeof import('../../src/runtime.js').openStores>>> {
+  const [{ openStores }, { loadConfig }] = await Promise.all([import('../../src/runtime.js'), import('../../src/config/config.js')]);
+  const dir = tempDir();
+  return openStores(loadConfig({ env: { SCHEDULER_STORE: `sqlite:${join(dir, 'db.sqlite')}`, SCHEDULER_JOBS_DIR: dir }, cwd: dir }));
+}

@@ -5,17 +5,14 @@
  * 3. A claim whose pause read fails after its INSERT won leaves a `running` row no process executes.
  */
 import net from 'node:net';
-import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import pino from 'pino';
 import { HttpServer, json } from '../../src/http/server.js';
 import { Reconciler } from '../../src/run/reconcile.js';
-import { openStores } from '../../src/runtime.js';
-import { loadConfig } from '../../src/config/config.js';
 import { compileSchedule } from '../../src/time/schedule.js';
 import type { Job } from '../../src/jobs/types.js';
 import type { PeriodRunner } from '../../src/run/period.js';
-import { removeTempDirs, tempDir } from './_fixtures.js';
+import { removeTempDirs, sqliteStores } from './_fixtures.js';
 import { Claimer } from '../../src/claim/claim.js';
 import { NoLockProvider } from '../../src/claim/no-lock.js';
 import { StoreUnavailableError } from '../../src/errors.js';
@@ -49,9 +46,7 @@ describe('HTTP request target that is not a URL', () => {
 
 describe('a job removed by a reload during a sweep', () => {
   it('is no longer declared seen by this node', async () => {
-    const dir = tempDir();
-    const config = loadConfig({ env: { SCHEDULER_STORE: `sqlite:${join(dir, 'db.sqlite')}`, SCHEDULER_JOBS_DIR: dir }, cwd: dir });
-    const stores = await openStores(config);
+    const stores = await sqliteStores();
     try {
       let release = () => {};
       const gate = new Promise<void>((r) => (release = r));
@@ -80,9 +75,7 @@ describe('a job removed by a reload during a sweep', () => {
 
 describe('a claim whose pause read fails', () => {
   it('leaves no running row behind (the row it inserted is run, or given back)', async () => {
-    const dir = tempDir();
-    const config = loadConfig({ env: { SCHEDULER_STORE: `sqlite:${join(dir, 'db.sqlite')}`, SCHEDULER_JOBS_DIR: dir }, cwd: dir });
-    const stores = await openStores(config);
+    const stores = await sqliteStores();
     try {
       // The jobs table's read fails (a reset connection, a statement timeout) while the INSERT lands.
       const pauses = { get: () => Promise.reject(new StoreUnavailableError('store sqlite:… failed transiently (read jobs)')) };

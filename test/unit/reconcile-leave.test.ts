@@ -3,25 +3,20 @@
  * ahead (ReconcileOptions.leave): nothing runs here, the anchor stays before the period, and the next
  * sweep runs it if that node did not (the real reconciler on a SQLite store; the runner records).
  */
-import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import pino from 'pino';
 import { Reconciler } from '../../src/run/reconcile.js';
-import { openStores } from '../../src/runtime.js';
-import { loadConfig } from '../../src/config/config.js';
 import { compileSchedule } from '../../src/time/schedule.js';
 import type { Job } from '../../src/jobs/types.js';
 import type { PeriodRunner } from '../../src/run/period.js';
-import { removeTempDirs, tempDir } from './_fixtures.js';
+import { removeTempDirs, sqliteStores } from './_fixtures.js';
 
 const log = pino({ level: 'silent' });
 afterAll(() => removeTempDirs());
 
 describe('reconcile with leave (the start-up catch-up of nodes started together)', () => {
   it('a left period is not run here; the anchor stays before it, and a later sweep without leave runs it', async () => {
-    const dir = tempDir();
-    const config = loadConfig({ env: { SCHEDULER_STORE: `sqlite:${join(dir, 'db.sqlite')}`, SCHEDULER_JOBS_DIR: dir }, cwd: dir });
-    const stores = await openStores(config);
+    const stores = await sqliteStores();
     try {
       const ran: string[] = [];
       const runner = { runPeriod: async (job: Job, at: Date) => { ran.push(`${job.name}@${at.toISOString()}`); return { claim: 'won', attempts: [] }; } } as unknown as PeriodRunner;
