@@ -224,18 +224,23 @@ function analyseLines(lines, { names, instants, nodeIds }) {
  * any body ran to the first period from which every period up to the window's start had all its
  * jobs started within 1 s of their instant (`settledAfterS`; null when that never happened before
  * the window: the window then measures the start's overload too), and how many of those periods'
- * bodies started late.
+ * bodies started late (`late`; `lateCatchUp` of them catch-ups: periods due while the nodes started,
+ * late by nature) and how many of those periods have no body at all (`notStarted`).
  */
 function coldStart(lines, jobs, windowFrom) {
   const byPeriod = new Map();
+  let lateCatchUp = 0;
   for (const l of lines) {
     if (l.period >= windowFrom) continue;
     const p = byPeriod.get(l.period) ?? { started: 0, late: 0 };
     p.started += 1;
-    if (l.startMs - l.period > 1000) p.late += 1;
+    if (l.startMs - l.period > 1000) {
+      p.late += 1;
+      if (l.trigger === 'catch-up') lateCatchUp += 1;
+    }
     byPeriod.set(l.period, p);
   }
-  if (byPeriod.size === 0) return { settledAfterS: null, periods: 0, started: 0, late: 0 };
+  if (byPeriod.size === 0) return { settledAfterS: null, periods: 0, started: 0, notStarted: 0, late: 0, lateCatchUp: 0 };
   const first = Math.min(...byPeriod.keys());
   let settledFrom = null;
   let late = 0;
@@ -249,7 +254,7 @@ function coldStart(lines, jobs, windowFrom) {
     if (p.started < jobs || p.late > 0) settledFrom = null;
     else settledFrom ??= t;
   }
-  return { settledAfterS: settledFrom === null ? null : (settledFrom - first) / 1000, periods, started, late };
+  return { settledAfterS: settledFrom === null ? null : (settledFrom - first) / 1000, periods, started, notStarted: periods - started, late, lateCatchUp };
 }
 
 function readLines(file) {
@@ -635,7 +640,7 @@ function reportRound(round) {
     out(`${side}: periods per ${side === 'project' ? 'node' : 'worker'} ${Object.entries(r.perNode).map(([k, v]) => `${k} ${v}`).join(', ')}; started > 1 s late ${r.startedOver1s}; start-up ${r.startupMs} ms`);
     if (side === 'project' && r.coldStart) {
       const c = r.coldStart;
-      out(`project: cold start: ${c.settledAfterS === null ? 'not settled before the window (its overload runs into it)' : `settled ${c.settledAfterS} s after its first period`}; before the window ${c.started} of ${c.periods} periods started, ${c.late} more than 1 s late`);
+      out(`project: cold start: ${c.settledAfterS === null ? 'not settled before the window (its overload runs into it)' : `settled ${c.settledAfterS} s after its first period`}; before the window ${c.started} of ${c.periods} periods started (${c.notStarted} with no body), ${c.late} more than 1 s late (${c.lateCatchUp} of them catch-ups)`);
     }
     if (side === 'project') {
       out(`project: store statements from ${r.store.kind}${r.store.perNode ? ` (per node ${r.store.perNode.join(' / ')})` : ''}`);

@@ -11,7 +11,7 @@
  * - a scheduled tick ('tick') inserts its row and, beside it, looks for a live run of an earlier
  *   period; if there is one, its row is recorded skipped (reason overlap). No extra round trip. A
  *   tick's claim made ahead of the body's start (`deferOverlap`) keeps its row instead, and the
- *   overlap is read again at the start (earlierLiveRun): that run may end before it.
+ *   overlap is read again at the start (earlierLiveRuns): that run may end before it.
  * - a catch-up period and an owed attempt ('wait') first look for a live run of any other period of
  *   the job and, if there is one, wait (no row is written; a pending row stays pending). After
  *   claiming they look again for an earlier period's live run, so that of two claims racing, the
@@ -49,7 +49,7 @@ export type ClaimResult =
   /**
    * `sentAt`: when the statement that claimed the row was sent (monotonic ms); the store's lease runs from after it.
    * `overlapWith`: a claim with `deferOverlap` found an earlier period's run live; whether it still is
-   * at the body's start decides (see earlierLiveRun).
+   * at the body's start decides (see earlierLiveRuns).
    */
   | { outcome: 'won'; run: RunRecord; lease: Lease | null; release: () => void; sentAt: number; overlapWith?: RunRecord }
   | { outcome: 'lost-lock' | 'lost-row' | 'skipped-overlap' | 'blocked-overlap' | 'in-hand'; running?: RunRecord }
@@ -72,7 +72,7 @@ export interface ClaimRequest {
   /**
    * A tick's claim made ahead of its body's start: an earlier period's live run found beside the
    * INSERT does not skip the period at once (that run may end before the start); the row is kept and
-   * returned with `overlapWith`, and the overlap is judged again at the start (earlierLiveRun).
+   * returned with `overlapWith`, and the overlap is judged again at the start (earlierLiveRuns).
    */
   deferOverlap?: boolean;
 }
@@ -278,12 +278,12 @@ export class Claimer {
   }
 
   /**
-   * A live run of an earlier period of `run`'s job (the same shard), or null: the overlap check of a
-   * claim made with `deferOverlap`, again at the body's start (the reads of one moment in one statement).
+   * The live runs of earlier periods of `run`'s job (the same shard), oldest first: the overlap check
+   * of a claim made with `deferOverlap`, again at the body's start (the reads of one moment in one statement).
    */
-  async earlierLiveRun(job: Job, run: RunRecord): Promise<RunRecord | null> {
+  async earlierLiveRuns(job: Job, run: RunRecord): Promise<RunRecord[]> {
     const live = await this.liveRuns({ job: job.name, leaseMs: job.lockTtlMs });
-    return others(live, run.periodKey, run.scheduledAt, true, run.shard)[0] ?? null;
+    return others(live, run.periodKey, run.scheduledAt, true, run.shard);
   }
 
   /**

@@ -45,6 +45,8 @@ interface InFlight {
   controller: AbortController;
   done: Promise<AttemptResult>;
   run: RunRecord;
+  /** The body has ended (or was never started): what is left is writing the outcome. */
+  bodyEnded?: boolean;
 }
 
 /** An attempt this node holds, for read-only views. */
@@ -159,6 +161,11 @@ export class Executor {
     return done;
   }
 
+  private markBodyEnded(runId: string): void {
+    const held = this.inFlight.get(runId);
+    if (held) held.bodyEnded = true;
+  }
+
   /** The node's clock corrected to the store's (epoch ms): what bodies start by. */
   nowMs(): number {
     return (this.options.now ?? Date.now)();
@@ -167,6 +174,15 @@ export class Executor {
   /** Whether this node holds the attempt (claimed, and its outcome not yet written or given up). */
   holds(runId: string): boolean {
     return this.inFlight.has(runId);
+  }
+
+  /**
+   * Whether this node holds the attempt and its body has ended (or never started): its row still
+   * says running until the outcome is written, which under load lags the body by up to a second or
+   * more. Overlap 'skip' asks it of an earlier period's live row (see PeriodRunner.overlapAtStart).
+   */
+  bodyEnded(runId: string): boolean {
+    return this.inFlight.get(runId)?.bodyEnded === true;
   }
 
   /** The attempts this node holds now. */
@@ -264,6 +280,7 @@ export class Executor {
     let settledLate: RunOutcome | undefined;
     void late?.then((o: RunOutcome) => (settledLate = o));
     keeper.bodyDone();
+    this.markBodyEnded(run.id);
     // The lease could not be proven while the body ran (self-fencing, or the row found no longer
     // ours): the body was aborted. What it ended with is still written, conditionally on the row
     // being this attempt's and running (the fence): a body that finished is recorded `succeeded`
@@ -325,6 +342,7 @@ export class Executor {
    */
   private async skipAtStart(job: Job, run: RunRecord, lease: Lease | null, log: Logger, keeper: { bodyDone(): void; stop(): void }, why: { reason: 'paused'; pausedReason: string | null } | { reason: 'overlap'; running: RunRecord }): Promise<AttemptResult> {
     keeper.bodyDone();
+    this.markBodyEnded(run.id);
     const at = performance.now();
     let written;
     try {

@@ -55,6 +55,12 @@ export interface RunPeriodOptions {
  * 150 ms is ample for every node woken at the same tick to win a shard of its own first.
  */
 export const SHARD_SPREAD_MS = 150;
+/**
+ * How long a period's start waits, at most, for an earlier run that still looks live to be seen
+ * ended before the period is skipped for overlap (see overlapAtStart), and how often it reads again.
+ */
+export const OVERLAP_SETTLE_MS = 1000;
+const OVERLAP_RECHECK_MS = 200;
 /** After the spread, the free shards are claimed this many at once (a lone node with 1000 shards). */
 const SHARD_CLAIMS_AT_ONCE = 8;
 
@@ -232,7 +238,7 @@ export class PeriodRunner {
         return result;
       }
       const notBefore = n === attempt ? options.notBefore : undefined;
-      const startCheck = claim.overlapWith ? this.overlapAtStart(job, claim.run, claim.overlapWith, ref, notBefore) : undefined;
+      const startCheck = claim.overlapWith ? this.overlapAtStart(job, claim.run, claim.overlapWith, ref) : undefined;
       const outcome = await this.executor.execute(job, claim.run, claim.lease, claim.release, notBefore, claim.sentAt, { ignorePause: options.ignorePause, startCheck });
       result.attempts.push(outcome);
       const next = outcome.next;
@@ -246,22 +252,32 @@ export class PeriodRunner {
   }
 
   /**
-   * A tick's claim made ahead of its start found an earlier period's run live beside its INSERT. If
-   * the claim answered before the start, that run may end before it: the overlap is read again at
-   * the start (one statement for the periods of that moment), and only a run still live skips the
-   * period, so overlap 'skip' means "still running at the instant", however far ahead the claim was
-   * made. A claim that answered after the start decides from its own read. A read that fails counts
-   * as still running: the claim saw it live.
+   * A tick's claim made ahead of its start found an earlier period's run live beside its INSERT (it
+   * may have answered after the start, under load). Overlap 'skip' means "a body
+   * of the job is still running at this period's start", and a row that says running is not proof of
+   * that: an outcome is written after its body ends, batched with others, and under load the write
+   * lags the body by a second or more (at a cold start of 2,000 every-second jobs, 1,800 periods
+   * were skipped behind bodies that had ended 0.5-1.5 s before). So at the start the earlier runs
+   * are read again; those this node holds whose body has ended (Executor.bodyEnded) do not count;
+   * while one still looks live the read is made again every OVERLAP_RECHECK_MS, for at most
+   * OVERLAP_SETTLE_MS, and the period starts (late) as soon as none does. Only a run still live
+   * then skips it; two bodies of the job never run at once either way. A read that fails counts as
+   * still running: the claim saw it live.
    */
-  private overlapAtStart(job: Job, run: RunRecord, seen: RunRecord, ref: { job: string; periodKey: string; scheduledAt: Date; attempt: number; trigger: Trigger }, notBefore: Date | undefined): () => Promise<RunRecord | null> {
-    const answeredBeforeStart = notBefore !== undefined && this.executor.nowMs() < notBefore.getTime();
+  private overlapAtStart(job: Job, run: RunRecord, seen: RunRecord, ref: { job: string; periodKey: string; scheduledAt: Date; attempt: number; trigger: Trigger }): () => Promise<RunRecord | null> {
+    const stillRunning = (r: RunRecord) => !(r.nodeId === this.claimer.nodeId && this.executor.bodyEnded(r.id));
     return async () => {
-      let running: RunRecord | null = seen;
-      if (answeredBeforeStart) {
-        running = await this.claimer.earlierLiveRun(job, run).catch((err: unknown) => {
+      const until = performance.now() + OVERLAP_SETTLE_MS;
+      let running: RunRecord | null = stillRunning(seen) ? seen : null;
+      while (running && !this.stopped) {
+        const read = await this.claimer.earlierLiveRuns(job, run).then((live) => live.find(stillRunning) ?? null, (err: unknown) => {
           this.log.warn({ job: job.name, periodKey: run.periodKey, err: { message: errorMessage(err) } }, 'overlap not read again at the start: the earlier run counts as still running');
-          return seen;
+          return undefined;
         });
+        if (read === undefined) break;
+        running = read;
+        if (!running || performance.now() >= until) break;
+        await this.sleep(Math.min(OVERLAP_RECHECK_MS, Math.max(0, until - performance.now())));
       }
       this.events.emit({ type: 'claim', ...ref, outcome: running ? 'skipped' : 'won' });
       return running;

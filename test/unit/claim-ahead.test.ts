@@ -11,7 +11,7 @@ import { CLAIM_AHEAD_MAX_MS, CLAIM_AHEAD_MS, Scheduler, claimAheadMs } from '../
 import { EventBus, RecordingObserver } from '../../src/events/events.js';
 import type { Job } from '../../src/jobs/types.js';
 import { validateJob } from '../../src/jobs/validate.js';
-import type { PeriodRunner } from '../../src/run/period.js';
+import { OVERLAP_SETTLE_MS, type PeriodRunner } from '../../src/run/period.js';
 import { openRuntime, type Runtime } from '../../src/runtime.js';
 import { removeTempDirs, tempDir } from './_fixtures.js';
 
@@ -87,25 +87,46 @@ describe("overlap 'skip' of a period claimed ahead: judged at its start", () => 
 
   /**
    * Period A's body runs `aMs` (it starts now); period B, one second later by its key, is claimed
-   * now to start `aheadMs` from now, as a tick claims ahead of its instant.
+   * now to start `aheadMs` from now, as a tick claims ahead of its instant. `outcomeDelayMs` holds
+   * back the write of A's outcome (the store answering late), after its body has ended.
    */
-  async function scenario(name: string, aMs: number, aheadMs: number) {
+  async function scenario(name: string, aMs: number, aheadMs: number, outcomeDelayMs = 0) {
     const bodies: string[] = [];
+    const times: { aEnded?: number; aWritten?: number; bStarted?: number } = {};
     const job = jobOf(name, async (ctx) => {
       bodies.push(ctx.periodKey);
-      if (bodies.length === 1) await sleep(aMs);
+      if (bodies.length === 1) {
+        await sleep(aMs);
+        times.aEnded = Date.now();
+      } else times.bStarted = Date.now();
     });
     const aAt = new Date(Math.floor(Date.now() / 1000) * 1000 - 5000);
     const bAt = new Date(aAt.getTime() + 1000);
-    const a = rt.runner.runPeriod(job, aAt, 'schedule');
-    while (bodies.length === 0) await sleep(5);
-    const liveReads = countCalls(rt, 'liveRunsOf');
-    const b = await rt.runner.runPeriod(job, bAt, 'schedule', { notBefore: new Date(rt.executor.nowMs() + aheadMs) });
-    await a;
-    const rows = await rt.store.periodRuns(job.name, bAt);
-    const claims = seen.of('claim').filter((e) => e.job === name && e.scheduledAt.getTime() === bAt.getTime()).map((e) => e.outcome);
-    const skips = seen.of('skipped').filter((e) => e.job === name);
-    return { bodies, b, rows, claims, skips, liveReads: liveReads.stop() };
+    const endAttempt = rt.store.endAttempt.bind(rt.store);
+    rt.store.endAttempt = async (run, ...rest) => {
+      if (run.job === name && run.scheduledAt.getTime() === aAt.getTime()) {
+        await sleep(outcomeDelayMs);
+        const ended = await endAttempt(run, ...rest);
+        times.aWritten = Date.now();
+        return ended;
+      }
+      return endAttempt(run, ...rest);
+    };
+    try {
+      const a = rt.runner.runPeriod(job, aAt, 'schedule');
+      while (bodies.length === 0) await sleep(5);
+      // With A's outcome held back, B is claimed once A's body has ended (its row still running).
+      if (outcomeDelayMs > 0) while (times.aEnded === undefined) await sleep(5);
+      const liveReads = countCalls(rt, 'liveRunsOf');
+      const b = await rt.runner.runPeriod(job, bAt, 'schedule', { notBefore: new Date(rt.executor.nowMs() + aheadMs) });
+      await a;
+      const rows = await rt.store.periodRuns(job.name, bAt);
+      const claims = seen.of('claim').filter((e) => e.job === name && e.scheduledAt.getTime() === bAt.getTime()).map((e) => e.outcome);
+      const skips = seen.of('skipped').filter((e) => e.job === name);
+      return { bodies, b, rows, claims, skips, liveReads: liveReads.stop(), times };
+    } finally {
+      rt.store.endAttempt = endAttempt;
+    }
   }
 
   it('an earlier run that ends before the start does not skip the period: it runs, counted won once', async () => {
@@ -118,8 +139,8 @@ describe("overlap 'skip' of a period claimed ahead: judged at its start", () => 
     expect(r.liveReads).toBe(2);
   });
 
-  it('an earlier run still live at the start skips it: no body, recorded skipped (overlap) once, counted skipped, not won', async () => {
-    const r = await scenario('still-running', 900, 300);
+  it(`an earlier run still live at the start and ${OVERLAP_SETTLE_MS} ms after it skips the period: no body, recorded skipped (overlap) once, counted skipped, not won`, async () => {
+    const r = await scenario('still-running', OVERLAP_SETTLE_MS + 900, 300);
     expect(r.bodies).toHaveLength(1);
     expect(r.rows.map((x) => [x.attempt, x.status, x.reason])).toEqual([[1, 'skipped', 'overlap']]);
     expect(r.b.attempts.map((x) => x.status)).toEqual(['skipped']);
@@ -127,11 +148,27 @@ describe("overlap 'skip' of a period claimed ahead: judged at its start", () => 
     expect(r.skips.map((s) => s.reason)).toEqual(['overlap']);
   });
 
-  it('a claim that answers after its start decides from its own read: skipped at once, no second read', async () => {
-    const r = await scenario('claimed-late', 600, -50);
-    expect(r.bodies).toHaveLength(1);
-    expect(r.rows.map((x) => [x.status, x.reason])).toEqual([['skipped', 'overlap']]);
-    expect(r.claims).toEqual(['skipped']);
+  it(`an earlier run that ends within ${OVERLAP_SETTLE_MS} ms of the start (a claim answered after it) delays the period, never skips it: its body starts after the earlier one's has ended`, async () => {
+    const r = await scenario('ends-soon-after', 600, -50);
+    expect(r.bodies).toHaveLength(2);
+    expect(r.rows.map((x) => [x.status, x.reason])).toEqual([['succeeded', null]]);
+    expect(r.claims).toEqual(['won']);
+    expect(r.skips).toEqual([]);
+    // Never beside it: after A's body.
+    expect(r.times.bStarted!).toBeGreaterThanOrEqual(r.times.aEnded!);
+    // The claim's read, then the start's, again while A still looked live.
+    expect(r.liveReads).toBeGreaterThanOrEqual(3);
+  });
+
+  it('an earlier attempt of this node whose body has ended, its outcome not yet written, is no overlap: the period starts on time, with no read at the start', async () => {
+    const r = await scenario('outcome-late', 50, 200, 1500);
+    expect(r.bodies).toHaveLength(2);
+    expect(r.rows.map((x) => [x.status, x.reason])).toEqual([['succeeded', null]]);
+    expect(r.claims).toEqual(['won']);
+    // B started while A's row still said running (its outcome held back 1.5 s), after A's body.
+    expect(r.times.bStarted!).toBeLessThan(r.times.aWritten!);
+    expect(r.times.bStarted!).toBeGreaterThanOrEqual(r.times.aEnded!);
+    // The claim's read saw A running; the start asked this node's executor, not the store.
     expect(r.liveReads).toBe(1);
   });
 });
