@@ -113,7 +113,7 @@ function others(live: RunRecord[], key: string, scheduledAt: Date, earlierOnly: 
  * A running row its holder has not beaten since its claim (its first beat comes a third of its lease
  * after it, 200 ms at least): it may have no body behind it (a claim in doubt).
  */
-function neverBeaten(r: RunRecord): boolean {
+export function neverBeaten(r: RunRecord): boolean {
   const claimed = (r.claimedAt ?? r.startedAt).getTime();
   return r.heartbeatAt === null || r.heartbeatAt.getTime() - claimed < 100;
 }

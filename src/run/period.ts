@@ -6,7 +6,7 @@
  */
 import { createHash } from 'node:crypto';
 import { errorMessage } from '../errors.js';
-import type { Claimer, ClaimResult, OverlapCheck } from '../claim/claim.js';
+import { neverBeaten, type Claimer, type ClaimResult, type OverlapCheck } from '../claim/claim.js';
 import type { Job, Trigger } from '../jobs/types.js';
 import type { Logger } from '../log.js';
 import type { RunRecord, RunStore } from '../store/types.js';
@@ -253,32 +253,45 @@ export class PeriodRunner {
 
   /**
    * A tick's claim made ahead of its start found an earlier period's run live beside its INSERT (it
-   * may have answered after the start, under load). Overlap 'skip' means "a body
-   * of the job is still running at this period's start", and a row that says running is not proof of
-   * that: an outcome is written after its body ends, batched with others, and under load the write
-   * lags the body by a second or more (at a cold start of 2,000 every-second jobs, 1,800 periods
-   * were skipped behind bodies that had ended 0.5-1.5 s before). So at the start the earlier runs
-   * are read again; those this node holds whose body has ended (Executor.bodyEnded) do not count;
-   * while one still looks live the read is made again every OVERLAP_RECHECK_MS, for at most
-   * OVERLAP_SETTLE_MS, and the period starts (late) as soon as none does. Only a run still live
-   * then skips it; two bodies of the job never run at once either way. A read that fails counts as
-   * still running: the claim saw it live.
+   * may have answered after the start, under load). Overlap 'skip' means "a body of the job is still
+   * running at this period's start", and a row that says running is not always proof of that: an
+   * outcome is written after its body ends, batched with others, and under load the write lags the
+   * body by a second or more (at a cold start of 2,000 every-second jobs, 1,812 periods were skipped
+   * behind bodies that had ended 0.5-1.5 s before). So at the start each earlier live run is judged:
+   * - this node's: its body has ended (Executor.bodyEnded): no overlap; it is still held: running;
+   * - another node's that its holder has beaten since its claim (a body that has run for lockTtl / 3):
+   *   running;
+   * - else (another node's young row, or one of this node's it no longer holds): not known. The live
+   *   runs are read again every OVERLAP_RECHECK_MS while one is not known, for at most
+   *   OVERLAP_SETTLE_MS, and the period starts (late) once none is left.
+   * A run known to be running, or one still not known at the end, skips the period; two bodies of
+   * the job never run at once either way. A read that fails counts as still running: the claim saw
+   * it live.
    */
   private overlapAtStart(job: Job, run: RunRecord, seen: RunRecord, ref: { job: string; periodKey: string; scheduledAt: Date; attempt: number; trigger: Trigger }): () => Promise<RunRecord | null> {
-    const stillRunning = (r: RunRecord) => !(r.nodeId === this.claimer.nodeId && this.executor.bodyEnded(r.id));
+    const judge = (r: RunRecord): 'ended' | 'running' | 'unknown' => {
+      if (r.nodeId === this.claimer.nodeId) return this.executor.bodyEnded(r.id) ? 'ended' : this.executor.holds(r.id) ? 'running' : 'unknown';
+      return neverBeaten(r) ? 'unknown' : 'running';
+    };
+    /** The run that skips the period now (running), one to wait for (unknown), or none. */
+    const verdict = (live: RunRecord[]): { running?: RunRecord; unknown?: RunRecord } => {
+      const judged = live.map((r) => ({ r, j: judge(r) }));
+      return { running: judged.find((x) => x.j === 'running')?.r, unknown: judged.find((x) => x.j === 'unknown')?.r };
+    };
     return async () => {
       const until = performance.now() + OVERLAP_SETTLE_MS;
-      let running: RunRecord | null = stillRunning(seen) ? seen : null;
-      while (running && !this.stopped) {
-        const read = await this.claimer.earlierLiveRuns(job, run).then((live) => live.find(stillRunning) ?? null, (err: unknown) => {
+      let v = verdict([seen]);
+      while (!v.running && v.unknown && !this.stopped) {
+        const live = await this.claimer.earlierLiveRuns(job, run).catch((err: unknown) => {
           this.log.warn({ job: job.name, periodKey: run.periodKey, err: { message: errorMessage(err) } }, 'overlap not read again at the start: the earlier run counts as still running');
           return undefined;
         });
-        if (read === undefined) break;
-        running = read;
-        if (!running || performance.now() >= until) break;
+        if (live === undefined) break;
+        v = verdict(live);
+        if (v.running || !v.unknown || performance.now() >= until) break;
         await this.sleep(Math.min(OVERLAP_RECHECK_MS, Math.max(0, until - performance.now())));
       }
+      const running = v.running ?? v.unknown ?? null;
       this.events.emit({ type: 'claim', ...ref, outcome: running ? 'skipped' : 'won' });
       return running;
     };

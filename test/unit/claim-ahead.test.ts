@@ -148,16 +148,47 @@ describe("overlap 'skip' of a period claimed ahead: judged at its start", () => 
     expect(r.skips.map((s) => s.reason)).toEqual(['overlap']);
   });
 
-  it(`an earlier run that ends within ${OVERLAP_SETTLE_MS} ms of the start (a claim answered after it) delays the period, never skips it: its body starts after the earlier one's has ended`, async () => {
-    const r = await scenario('ends-soon-after', 600, -50);
-    expect(r.bodies).toHaveLength(2);
-    expect(r.rows.map((x) => [x.status, x.reason])).toEqual([['succeeded', null]]);
-    expect(r.claims).toEqual(['won']);
-    expect(r.skips).toEqual([]);
-    // Never beside it: after A's body.
-    expect(r.times.bStarted!).toBeGreaterThanOrEqual(r.times.aEnded!);
-    // The claim's read, then the start's, again while A still looked live.
-    expect(r.liveReads).toBeGreaterThanOrEqual(3);
+  it('a claim that answers after its start, an earlier body of this node still running: skipped at once, no second read', async () => {
+    const r = await scenario('claimed-late', 600, -50);
+    expect(r.bodies).toHaveLength(1);
+    expect(r.rows.map((x) => [x.status, x.reason])).toEqual([['skipped', 'overlap']]);
+    expect(r.claims).toEqual(['skipped']);
+    expect(r.liveReads).toBe(1);
+  });
+
+  it(`another node's young earlier row (not beaten since its claim) that ends within ${OVERLAP_SETTLE_MS} ms delays the period, never skips it; one still live after that skips it`, async () => {
+    for (const endsAfterMs of [500, OVERLAP_SETTLE_MS + 800]) {
+      const name = `other-node-${endsAfterMs}`;
+      let bStarted: number | undefined;
+      const job = jobOf(name, async () => {
+        bStarted = Date.now();
+      });
+      const aAt = new Date(Math.floor(Date.now() / 1000) * 1000 - 5000);
+      const bAt = new Date(aAt.getTime() + 1000);
+      // Period A is another node's: its row running, never beaten, its outcome written endsAfterMs later.
+      const a = await rt.store.insertRun({ job: name, scheduledAt: aAt, periodKey: `${name}@${aAt.toISOString()}`, attempt: 1, trigger: 'schedule', nodeId: 'other-node', leaseMs: 30_000 });
+      if (a.outcome !== 'inserted') throw new Error('period A not inserted');
+      let aWritten = 0;
+      const ending = sleep(endsAfterMs).then(async () => {
+        await rt.store.endAttempt(a.run, 'other-node', { status: 'succeeded' }, null);
+        aWritten = Date.now();
+      });
+      const liveReads = countCalls(rt, 'liveRunsOf');
+      const b = await rt.runner.runPeriod(job, bAt, 'schedule', { notBefore: new Date(rt.executor.nowMs() + 50) });
+      await ending;
+      const reads = liveReads.stop();
+      const rows = await rt.store.periodRuns(name, bAt);
+      if (endsAfterMs < OVERLAP_SETTLE_MS) {
+        expect(b.attempts.map((x) => x.status), name).toEqual(['succeeded']);
+        expect(rows.map((x) => [x.status, x.reason])).toEqual([['succeeded', null]]);
+        // After A's outcome, never beside it; read again while A still looked live.
+        expect(bStarted!).toBeGreaterThanOrEqual(aWritten);
+        expect(reads).toBeGreaterThanOrEqual(3);
+      } else {
+        expect(bStarted, name).toBeUndefined();
+        expect(rows.map((x) => [x.status, x.reason])).toEqual([['skipped', 'overlap']]);
+      }
+    }
   });
 
   it('an earlier attempt of this node whose body has ended, its outcome not yet written, is no overlap: the period starts on time, with no read at the start', async () => {

@@ -11,7 +11,8 @@ import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Job } from '../../src/jobs/types.js';
 import { validateJob } from '../../src/jobs/validate.js';
-import { Executor, fenceMargin } from '../../src/run/execute.js';
+import { Executor } from '../../src/run/execute.js';
+import { fenceMargin } from '../../src/run/lease-keeper.js';
 import { KnexRunStore } from '../../src/store/runs.js';
 import type { RunRecord, RunStore } from '../../src/store/types.js';
 
