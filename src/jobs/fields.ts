@@ -43,7 +43,7 @@ export const JOB_FIELDS = {
   lockTtl: { type: 'duration', default: JOB_DEFAULTS.lockTtl, description: 'the lease (Redlock and the run row), at least 1s; renewed every third of it while the run is in flight' },
   overlap: {
     type: "'skip' or 'allow'", default: JOB_DEFAULTS.overlap,
-    description: 'skip: a period whose job still has a body of an earlier period running anywhere in the cluster at its start (waited for up to 1 s, since an outcome is written a moment after its body ends) is recorded skipped (reason overlap); allow: it starts anyway',
+    description: 'skip: a period whose job still has a body of an earlier period running anywhere in the cluster at its start (another node\'s run not yet beaten since its claim is waited for up to 1 s, since an outcome is written a moment after its body ends) is recorded skipped (reason overlap); allow: it starts anyway',
   },
   catchUp: { type: 'duration', default: JOB_DEFAULTS.catchUp, description: 'how late a period may still start (after downtime, a late timer, or in a run-once pass); older ones are recorded skipped (reason missed)' },
   coalesce: { type: 'boolean', default: JOB_DEFAULTS.coalesce, description: 'after downtime run only the latest missed period (the others are recorded skipped, reason coalesced), or all of them in order' },
