@@ -4,6 +4,7 @@
  */
 import pino from 'pino';
 import { redactUrl } from './config/redact.js';
+import { runLogHook } from './runlog/hook.js';
 
 /** The options of every logger (the worker of an isolated job body builds its own with these too). */
 export function loggerOptions(level: string, base: Record<string, unknown> = {}): pino.LoggerOptions {
@@ -11,6 +12,8 @@ export function loggerOptions(level: string, base: Record<string, unknown> = {})
     level,
     base,
     timestamp: pino.stdTimeFunctions.isoTime,
+    // A body's lines are also stored with its attempt (src/runlog/); other loggers are unaffected.
+    hooks: { logMethod: runLogHook },
     formatters: { level: (label) => ({ level: label }) },
     // Never print a password: connection strings are redacted where they are formatted, and these
     // paths catch anything that slips into a log object by name.

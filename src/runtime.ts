@@ -19,6 +19,11 @@ import { KnexRunStore } from './store/runs.js';
 import type { JobStore, NodeStore, OnceStore, RunStore } from './store/types.js';
 import { StoreClock } from './time/store-clock.js';
 import { EventBus } from './events/events.js';
+import { KnexRunLogStore } from './store/run-logs.js';
+import type { RunLogStore } from './runlog/types.js';
+import { RunLogWriter } from './runlog/writer.js';
+import { configSecrets, Redactor } from './runlog/format.js';
+import type { SchedulerObserver } from './events/events.js';
 
 /** The store's tables over one pool. */
 export interface Stores {
@@ -28,6 +33,8 @@ export interface Stores {
   nodeStore: NodeStore;
   /** ctx.once's keys. */
   onceStore: OnceStore;
+  /** Each attempt's stored log. */
+  runLogStore: RunLogStore;
   close(): Promise<void>;
 }
 
@@ -42,6 +49,26 @@ export interface Runtime extends Stores {
   clock: StoreClock;
   /** What happens on this node, for metrics, the status page, alerts and the terminal (see events/). */
   events: EventBus;
+  /** Sends the attempts' logs to the store; close() lets it finish first (at most RUN_LOG_DRAIN_MS). */
+  runLogs: RunLogWriter;
+}
+
+/** At close, how long the attempts' last log lines may take to reach the store (a daemon has sent them before). */
+const RUN_LOG_DRAIN_MS = 1500;
+
+/** The writer of the attempts' logs (runs of `run` and `run-once`). */
+export function runLogWriter(stores: Stores, config: Config, log: Logger, events: SchedulerObserver, now?: () => number): RunLogWriter {
+  return new RunLogWriter({
+    store: stores.runLogStore, redactor: new Redactor(configSecrets(config)), log, now,
+    counters: { dropped: (job, count) => events.emit({ type: 'run-log-dropped', job, count }) },
+  });
+}
+
+/** Waits for the writer to send what it holds, at most `ms`. */
+export async function drainRunLogs(writer: RunLogWriter, ms = RUN_LOG_DRAIN_MS): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([writer.drain(), new Promise<void>((r) => { timer = setTimeout(r, ms); })]);
+  clearTimeout(timer);
 }
 
 /** Opens the store and migrates it (under a lock). */
@@ -53,7 +80,7 @@ export async function openStores(config: Config): Promise<Stores> {
     await db.close().catch(() => {});
     throw err;
   }
-  return { db, store: new KnexRunStore(db), jobStore: new KnexJobStore(db), nodeStore: new KnexNodeStore(db), onceStore: new KnexOnceStore(db), close: () => db.close() };
+  return { db, store: new KnexRunStore(db), jobStore: new KnexJobStore(db), nodeStore: new KnexNodeStore(db), onceStore: new KnexOnceStore(db), runLogStore: new KnexRunLogStore(db), close: () => db.close() };
 }
 
 /** The runs table alone (history, list, migrate): closing it closes its pool. */
@@ -99,13 +126,15 @@ export async function openRuntime(config: Config, log: Logger, events: EventBus 
   await clock.start();
   const claimer = new Claimer(store, lock, config.nodeId, log, jobStore);
   if (lockDown) claimer.lockUnavailable(lockDown);
-  const executor = new Executor(store, config.nodeId, log, { maxResultBytes: config.maxResultBytes, now: () => clock.now(), events, onceStore: stores.onceStore, pauses: jobStore });
+  const runLogs = runLogWriter(stores, config, log, events, () => clock.now());
+  const executor = new Executor(store, config.nodeId, log, { maxResultBytes: config.maxResultBytes, now: () => clock.now(), events, onceStore: stores.onceStore, pauses: jobStore, runLogs: { writer: runLogs, maxBytes: config.runLogMaxBytes } });
   const runner = new PeriodRunner(store, claimer, executor, log, events);
   const takeover = new Takeover(store, jobStore, runner, config.nodeId, log, events, (runId) => executor.holds(runId), claimer.inDoubt);
   const reconciler = new Reconciler(store, jobStore, runner, config.nodeId, log, () => clock.now(), events);
   return {
-    ...stores, lock, claimer, executor, runner, takeover, reconciler, clock, events,
+    ...stores, lock, claimer, executor, runner, takeover, reconciler, clock, events, runLogs,
     async close() {
+      await drainRunLogs(runLogs);
       clock.stop();
       await lock.close().catch(() => {});
       await stores.close().catch(() => {});

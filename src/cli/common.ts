@@ -24,6 +24,7 @@ export interface CommonOptions {
   loadTimeout?: string;
   isolation?: string;
   maxResultSize?: string;
+  runLogMaxSize?: string;
   /** Only `run` has the flag. */
   http?: string;
   /** Only `run` has the flag. */
@@ -53,6 +54,7 @@ export function commonOptions(): Option[] {
     settingOption('--load-timeout <duration>', 'loadTimeout'),
     settingOption('--isolation <mode>', 'isolation'),
     settingOption('--max-result-size <size>', 'maxResultSize'),
+    settingOption('--run-log-max-size <size>', 'runLogMaxSize'),
     settingOption('--redis-prefix <prefix>', 'redisPrefix').hideHelp(),
     settingOption('--timezone <zone>', 'timezone').hideHelp(),
   ];
@@ -108,6 +110,7 @@ export function configFlags(options: CommonOptions, extra: ConfigFlags = {}): Co
     redisPrefix: options.redisPrefix, nodeId: options.nodeId, timezone: options.timezone,
     logLevel: options.logLevel, gracePeriod: options.gracePeriod, retention: options.retention,
     loadTimeout: options.loadTimeout, isolation: options.isolation, maxResultSize: options.maxResultSize,
+    runLogMaxSize: options.runLogMaxSize,
     http: options.http, alertWebhook: options.alertWebhook, ...extra,
   };
 }

@@ -2,7 +2,7 @@
 import { errorMessage } from '../errors.js';
 import { Scheduler } from '../daemon/scheduler.js';
 import { RetentionPruner } from '../run/retention.js';
-import { openRuntime } from '../runtime.js';
+import { drainRunLogs, openRuntime } from '../runtime.js';
 import { formatDuration } from '../time/duration.js';
 import { describeConfig, loadConfig } from '../config/config.js';
 import { loadJobsForReload, Reloader } from '../daemon/reload.js';
@@ -20,7 +20,7 @@ import { attachAlerts } from '../alerts/index.js';
 import { LoggingObserver } from '../events/events.js';
 import { DaemonHttp } from '../http/daemon.js';
 import { readFileSync } from 'node:fs';
-import { POOLS_CLOSE_MS } from '../daemon/stop-budget.js';
+import { POOLS_CLOSE_MS, RUN_LOGS_DRAIN_MS } from '../daemon/stop-budget.js';
 
 const VERSION = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 
@@ -171,7 +171,7 @@ export async function runDaemon(options: CommonOptions): Promise<void> {
   });
   await pruner.stop();
   // Side by side: each waits a few seconds at most for a store that may be away.
-  await Promise.all([heartbeat.stopped(), alerts.stop(), http.close()]);
+  await Promise.all([heartbeat.stopped(), alerts.stop(), http.close(), drainRunLogs(rt.runLogs, RUN_LOGS_DRAIN_MS)]);
   // Closing waits for the pools; a store that does not answer must not hold the exit.
   await Promise.race([rt.close(), new Promise((r) => setTimeout(r, POOLS_CLOSE_MS).unref())]);
   log.info('stopped');

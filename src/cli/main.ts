@@ -6,6 +6,7 @@ import { SchedulerError, errorMessage } from '../errors.js';
 import { commandName, withGlobalOptions } from './common.js';
 import { EXIT, EXIT_MEANINGS, exitCodeFor } from './exit.js';
 import { historyCommand } from './history.js';
+import { logsCommand } from './logs.js';
 import { keysCommand } from './keys.js';
 import { listCommand } from './list.js';
 import { migrateCommand } from './migrate.js';
@@ -39,13 +40,14 @@ Examples:
   scheduler next nightly-report -n 20 --from 2027-03-01T00:00:00Z   # after that instant
   scheduler validate
   scheduler history nightly-report --limit 20 --status failed
+  scheduler logs nightly-report --follow               # the latest attempt's own log, live from whichever node runs it
   scheduler prune --older-than 90d --dry-run           # how many finished runs older than 90 days would go
   scheduler nodes                                      # the live and recently stopped nodes
   scheduler keys --prefix order_delivery: --status failed   # ctx.once keys, for audits
   scheduler pause nightly-report --reason "db upgrade" # cluster-wide, within one tick; 'resume nightly-report' undoes it
 
 Exit statuses: ${Object.entries(EXIT_MEANINGS).map(([code, meaning]) => `${code} ${meaning}`).join(', ')}.`);
-  for (const add of [runCommand, runOnceCommand, listCommand, nextCommand, validateCommand, historyCommand, keysCommand, migrateCommand, pruneCommand, nodesCommand, pauseCommands]) add(program);
+  for (const add of [runCommand, runOnceCommand, listCommand, nextCommand, validateCommand, historyCommand, logsCommand, keysCommand, migrateCommand, pruneCommand, nodesCommand, pauseCommands]) add(program);
   // `--version` after a command too (`scheduler run --version`): with positional options the
   // program's own flags are read before the command only.
   for (const cmd of program.commands) cmd.version(pkg.version).exitOverride();

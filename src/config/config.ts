@@ -13,6 +13,9 @@ import { isValidTimezone } from '../time/schedule.js';
 import type { Isolation } from '../jobs/types.js';
 import { DEFAULT_MAX_RESULT_BYTES, formatSize } from '../run/outcome.js';
 import { redactUrl } from './redact.js';
+import { MAX_RUN_LOG_BYTES, parseSize, RUN_LOG_SIZE_EXPECTED } from './size.js';
+
+export { parseSize };
 import { parseStoreHosts, StoreUrlError, type StoreHost, type TargetSessionAttrs } from '../store/hosts.js';
 import { redactWebhookUrl } from '../alerts/webhook.js';
 import { CONFIG_FILE, DEFAULTS, LOG_LEVELS, SETTINGS, type SettingName } from './settings.js';
@@ -49,6 +52,8 @@ export interface Config {
   isolation: Isolation;
   /** A body's result whose JSON is larger than this is not stored (the run gets a resultNote). */
   maxResultBytes: number;
+  /** Each attempt's stored log at most (bytes), for jobs that set no logMaxSize; 0: none stored. */
+  runLogMaxBytes: number;
   /** Where alerts are POSTed (SCHEDULER_ALERT_WEBHOOK, an http(s) URL); null: no alerts. A secret: shown redacted. */
   alertWebhook: string | null;
   /** Sent as `Authorization: Bearer <token>` with each alert (SCHEDULER_ALERT_TOKEN); never shown. */
@@ -171,6 +176,10 @@ export function loadConfig(options: LoadOptions = {}): Config {
   const maxResultBytes = parseSize(resultRaw.value);
   if (maxResultBytes === undefined || maxResultBytes > MAX_RESULT_SIZE_LIMIT) fail(resultRaw, SIZE_EXPECTED);
 
+  const runLogRaw = raw('runLogMaxSize', DEFAULTS.runLogMaxSize);
+  const runLogMaxBytes = parseSize(runLogRaw.value);
+  if (runLogMaxBytes === undefined || runLogMaxBytes > MAX_RUN_LOG_BYTES) fail(runLogRaw, RUN_LOG_SIZE_EXPECTED);
+
   const alertWebhook = parseAlertWebhook(pick('alertWebhook'), fail);
   const alertToken = parseAlertToken(pick('alertToken'), fail);
 
@@ -182,6 +191,7 @@ export function loadConfig(options: LoadOptions = {}): Config {
     loadTimeoutMs: loadTimeoutMs as number,
     isolation,
     maxResultBytes: maxResultBytes as number,
+    runLogMaxBytes: runLogMaxBytes as number,
     configFile,
   };
 }
@@ -296,21 +306,6 @@ export const LOAD_TIMEOUT_EXPECTED = "a duration such as '10s' or '2m', more tha
 export const MAX_RESULT_SIZE_LIMIT = 16 * 1024 * 1024 - 1;
 export const SIZE_EXPECTED = "a size such as '1MB', '512KB' or a number of bytes (KB = 1024 bytes, MB = 1024 KB), from 0 to 16777215 bytes";
 
-const SIZE_UNITS: Record<string, number> = { b: 1, kb: 1024, kib: 1024, k: 1024, mb: 1024 * 1024, mib: 1024 * 1024, m: 1024 * 1024 };
-
-/** A size: a whole number of bytes (a number, or digits), or `<number><unit>` with B, KB, MB (binary). Undefined when it is not one. */
-export function parseSize(value: unknown): number | undefined {
-  if (typeof value === 'number') return Number.isInteger(value) && value >= 0 ? value : undefined;
-  if (typeof value !== 'string') return undefined;
-  const match = /^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$/i.exec(value);
-  if (!match) return undefined;
-  const unit = match[2]!.toLowerCase();
-  const factor = unit === '' ? 1 : SIZE_UNITS[unit];
-  if (factor === undefined) return undefined;
-  const bytes = Number(match[1]) * factor;
-  return Number.isInteger(bytes) ? bytes : Math.floor(bytes);
-}
-
 /** The configuration as it may be shown: secrets redacted. */
 export function describeConfig(config: Config): Record<string, unknown> {
   return {
@@ -328,6 +323,7 @@ export function describeConfig(config: Config): Record<string, unknown> {
     loadTimeout: formatDuration(config.loadTimeoutMs),
     isolation: config.isolation,
     maxResultSize: formatSize(config.maxResultBytes),
+    runLogMaxSize: formatSize(config.runLogMaxBytes),
     alertWebhook: config.alertWebhook === null ? null : redactWebhookUrl(config.alertWebhook),
     alertToken: config.alertToken === null ? null : '***',
     configFile: config.configFile ?? null,

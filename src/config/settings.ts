@@ -21,6 +21,7 @@ export const DEFAULTS = {
   loadTimeout: '10s',
   isolation: 'inline',
   maxResultSize: '1MB',
+  runLogMaxSize: '1MB',
 } as const;
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
@@ -83,6 +84,10 @@ export const SETTINGS = {
   maxResultSize: {
     env: 'SCHEDULER_MAX_RESULT_SIZE', flag: '--max-result-size', type: 'size',
     description: 'the largest result stored with a run, as JSON in UTF-8 bytes: a number of bytes or <n>B, <n>KB, <n>MB (KB = 1024 bytes), at most 16777215; a larger result is stored null with a resultNote',
+  },
+  runLogMaxSize: {
+    env: 'SCHEDULER_RUN_LOG_MAX_SIZE', flag: '--run-log-max-size', type: 'size or 0',
+    description: "each attempt's stored log (its ctx.log lines and a command's output, read by scheduler logs) at most, for jobs that set no logMaxSize: its first and last halves are kept, with a note of what was cut; 0 stores none",
   },
   alertWebhook: {
     env: 'SCHEDULER_ALERT_WEBHOOK', flag: '--alert-webhook', type: 'URL (secret)', defaultText: 'none',

@@ -13,11 +13,13 @@ export const NODE_ROW_STOP_MS = 2000;
 /** ... the jobs' onFailure hooks still running, then the queued alerts written, ... */
 export const HOOKS_DRAIN_MS = 2000;
 export const ALERTS_STOP_MS = 3000;
-/** ... and the HTTP server's open connections. */
+/** ... and the HTTP server's open connections, ... */
 export const HTTP_CLOSE_MS = 1000;
+/** ... and the attempts' last log lines sent to the store. */
+export const RUN_LOGS_DRAIN_MS = 2000;
 /** Last, the store's pools (a store that does not answer must not hold the exit). */
 export const POOLS_CLOSE_MS = 2000;
 
 /** What a stop may take beyond gracePeriod + the largest lockTtl: 8.5 s. */
 export const STOP_MARGIN_MS = WRITE_MARGIN_MS + ANCHORS_FLUSH_MS
-  + Math.max(NODE_ROW_STOP_MS, HOOKS_DRAIN_MS + ALERTS_STOP_MS, HTTP_CLOSE_MS) + POOLS_CLOSE_MS;
+  + Math.max(NODE_ROW_STOP_MS, HOOKS_DRAIN_MS + ALERTS_STOP_MS, HTTP_CLOSE_MS, RUN_LOGS_DRAIN_MS) + POOLS_CLOSE_MS;

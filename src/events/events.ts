@@ -59,6 +59,8 @@ export type SchedulerEvent =
    * sweep: its oldest claim in progress had waited `behindMs` (overload; see the scheduler).
    */
   | { type: 'deferred'; count: number; behindMs: number }
+  /** Lines of an attempt's stored log that could not be stored (the store away too long, or the node's buffer full). */
+  | { type: 'run-log-dropped'; job: string; count: number }
   | { type: 'store'; state: 'ok' | 'down'; error?: string }
   | { type: 'redis'; state: QuorumState }
   | { type: 'clock'; offsetMs: number; rttMs: number };

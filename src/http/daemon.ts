@@ -84,7 +84,7 @@ export class DaemonHttp {
     }, cache, this.version, { onRunEnded: () => cache.refreshSoon() });
     const removeObserver = rt.events.add(metrics);
     const readerOf = (current: Job[], bad: InvalidJobFile[]) => createStatusReader({
-      nodeId: this.config.nodeId, version: this.version, storeKind: rt.store.kind, snapshot, jobs: current, invalid: bad, cache, store: rt.store, storeUp,
+      nodeId: this.config.nodeId, version: this.version, storeKind: rt.store.kind, snapshot, jobs: current, invalid: bad, cache, store: rt.store, runLogs: rt.runLogStore, storeUp,
       now: () => rt.clock.now(), ...(o.listNodes ? { listNodes: o.listNodes } : {}),
     });
     const reader = readerOf(jobs, invalid);

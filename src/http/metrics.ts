@@ -50,6 +50,7 @@ export class SchedulerMetrics implements SchedulerObserver {
   private readonly leaseLost: Counter;
   private readonly rowsLost: Counter;
   private readonly once: Counter<'result'>;
+  private readonly runLogDropped: Counter;
 
   constructor(private readonly state: MetricsState, private readonly cache: SummaryCache, version: string, options: { onRunEnded?: () => void } = {}) {
     const registers = [this.registry];
@@ -65,6 +66,7 @@ export class SchedulerMetrics implements SchedulerObserver {
     this.leaseLost = new Counter({ name: 'scheduler_lease_lost_total', help: "This node's attempts that lost their lease", registers });
     this.rowsLost = new Counter({ name: 'scheduler_store_rows_lost_total', help: "This node's attempt rows the store no longer had (a failover to a replica that lacked them: asynchronous replication)", registers });
     this.once = new Counter({ name: 'scheduler_once_total', help: "ctx.once calls of bodies on this node: executed (fn ran, result stored), replayed (stored result returned), in_progress (gave up waiting for a live holder), failed (fn threw, key left failed)", labelNames: ['result'], registers });
+    this.runLogDropped = new Counter({ name: 'scheduler_run_log_dropped_total', help: "Lines of this node's attempts' logs that could not be stored (the store away too long, or the node's buffer full); each log says how many it lost", registers });
     new Gauge({ name: 'scheduler_once_keys_retried', help: 'ctx.once keys (not expired), cluster-wide, whose fn was started more than once', registers,
       collect() { this.set(cache.onceRetried); } });
     new Gauge({ name: 'scheduler_redis_quorum', help: 'Redlock quorum: 1 ok (or no Redis configured), 0.5 degraded, 0 down', registers,
@@ -140,6 +142,9 @@ export class SchedulerMetrics implements SchedulerObserver {
         break;
       case 'once':
         this.once.inc({ result: event.result });
+        break;
+      case 'run-log-dropped':
+        this.runLogDropped.inc(event.count);
         break;
       default:
         break;

@@ -58,6 +58,14 @@ export const JOB_FIELDS = {
     type: 'duration', defaultText: 'none',
     description: "each period's body starts up to this long after its instant, by a delay derived from the period key (the same on every node); shorter than the schedule's shortest gap",
   },
+  logLevel: {
+    type: 'pino level', default: 'info',
+    description: "the lowest level of the body's ctx.log lines (and a command's output, stdout at info, stderr at warn) stored with each attempt (scheduler logs); silent stores none. The node prints at its own logLevel setting",
+  },
+  logMaxSize: {
+    type: 'size or 0', defaultText: 'the runLogMaxSize setting (1MB)',
+    description: "each attempt's stored log at most: its first and last halves are kept, with a note of what was cut between them; 0 stores none",
+  },
   shards: { type: `integer 1-${MAX_SHARDS}`, default: 1, description: 'each period is claimed, run and recorded as this many shards (ctx.shard), spread across the nodes' },
   run: { type: 'function', defaultText: 'required, unless command', description: 'the body: async run(ctx); what it returns (JSON) is stored with the run, what it throws fails it' },
   onFailure: {

@@ -6,6 +6,10 @@ export type Trigger = 'schedule' | 'catch-up' | 'manual';
 export type AbortReason = 'timeout' | 'lease-lost' | 'shutdown';
 
 /** The single argument of a job body. */
+/** The levels of `logLevel` (pino's). */
+export type RunLogLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal' | 'silent';
+export const RUN_LOG_LEVELS: readonly RunLogLevel[] = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'];
+
 export interface JobContext {
   /** The job's name. */
   job: string;
@@ -106,6 +110,10 @@ export interface JobDefinition<R = unknown> {
   jitter?: Duration;
   /** Each period is claimed, run and recorded as this many shards (ctx.shard), 1 to 1000. Default 1. */
   shards?: number;
+  /** The lowest level of ctx.log lines stored with each attempt (`scheduler logs`). Default 'info'. */
+  logLevel?: RunLogLevel;
+  /** Each attempt's stored log at most (head and tail kept): bytes, or '1MB', '256KB'; 0 stores none. Default: the runLogMaxSize setting. */
+  logMaxSize?: number | string;
   run(ctx: JobContext): R | Promise<R>;
   /** A job has either `run` or `command` (see CommandJobDefinition). */
   command?: never;
@@ -166,6 +174,10 @@ export interface Job {
   jitterMs?: number;
   /** Undefined: 1. Shards of a period: rows (job, period, shard 0..shards-1). */
   shards?: number;
+  /** Undefined: 'info'. The lowest level of the lines stored with each attempt. */
+  logLevel?: RunLogLevel;
+  /** Undefined: the runLogMaxSize setting. Each attempt's stored log at most, in bytes; 0: none. */
+  logMaxBytes?: number;
   /** The job file's path as loaded (absolute when the jobs folder is); a worker imports it from there. */
   path?: string;
   /** Set for a command job (then `run` is never called). */

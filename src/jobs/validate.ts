@@ -8,7 +8,9 @@ import { parseDuration, DURATION_EXPECTED, formatDuration } from '../time/durati
 import { shortestGapMs } from '../time/jitter.js';
 import { COMMAND_FIELDS, NOT_SHOWN, validateCommand } from './command.js';
 import { DATA_EXTENSIONS } from './data-file.js';
-import type { CommandSpec, Isolation, Job } from './types.js';
+import { RUN_LOG_LEVELS, type CommandSpec, type Isolation, type Job, type RunLogLevel } from './types.js';
+import { parseSize } from '../config/size.js';
+import { MAX_RUN_LOG_BYTES, RUN_LOG_SIZE_EXPECTED } from '../config/size.js';
 import { JOB_DEFAULTS, JOB_FIELDS, MAX_RETRIES, MAX_SHARDS } from './fields.js';
 
 export { JOB_DEFAULTS, MAX_SHARDS };
@@ -135,6 +137,11 @@ export function validateJob(file: string, exported: unknown, defaultTimezone: st
     }
   }
 
+  const logLevel = def.logLevel;
+  if (logLevel !== undefined && !RUN_LOG_LEVELS.includes(logLevel as RunLogLevel)) bad('logLevel', logLevel, `one of ${RUN_LOG_LEVELS.join(', ')}`);
+  const logMaxBytes = def.logMaxSize === undefined ? undefined : parseSize(def.logMaxSize);
+  if (def.logMaxSize !== undefined && (logMaxBytes === undefined || logMaxBytes > MAX_RUN_LOG_BYTES)) bad('logMaxSize', def.logMaxSize, RUN_LOG_SIZE_EXPECTED);
+
   const shards = def.shards ?? 1;
   if (typeof shards !== 'number' || !Number.isInteger(shards) || shards < 1 || shards > MAX_SHARDS) {
     bad('shards', def.shards, `a whole number from 1 to ${MAX_SHARDS}`);
@@ -176,6 +183,8 @@ export function validateJob(file: string, exported: unknown, defaultTimezone: st
       enabled: enabled as boolean,
       ...(jitterMs > 0 ? { jitterMs } : {}),
       ...(shards !== 1 ? { shards: shards as number } : {}),
+      ...(logLevel !== undefined && logLevel !== 'info' ? { logLevel: logLevel as RunLogLevel } : {}),
+      ...(logMaxBytes !== undefined ? { logMaxBytes } : {}),
       ...(command ? { command, run: commandHasNoRun } : { isolation: isolation as Isolation, run: def.run as Job['run'] }),
       ...(typeof def.onFailure === 'function' ? { onFailure: def.onFailure as Job['onFailure'] } : {}),
     },

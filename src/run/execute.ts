@@ -21,6 +21,7 @@ import { fenceMargin, LeaseKeeper } from './lease-keeper.js';
 import type { PauseSource } from '../claim/claim.js';
 import { LostRows } from './lost-rows.js';
 import { StartGates } from './start-gates.js';
+import type { RunLogWriter } from '../runlog/writer.js';
 
 export interface AttemptResult {
   job: string;
@@ -74,6 +75,8 @@ export interface ExecutorOptions {
   onceStore?: OnceStore;
   /** The jobs table, read again after a wait before the body longer than a tick (a jittered start); none: not read. */
   pauses?: PauseSource;
+  /** Where each attempt's own log goes (none: not stored), and its cap for jobs that set no logMaxSize (the runLogMaxSize setting). */
+  runLogs?: { writer: RunLogWriter; maxBytes: number };
 }
 
 /**
@@ -264,7 +267,10 @@ export class Executor {
     }
     // An attempt aborted before its body began (claimed as the node stopped, or its lease unproven by
     // then) does not start it: it ends as an abort would have ended it.
-    const { late, ...ending }: BodyOutcome = controller.signal.aborted ? notStarted(controller.signal.reason as AbortReason) : await this.body(job, run, controller, false, log, keeper.leaseGone, keeper.deadline);
+    // The body's own log (ctx.log, a command's output) is stored with the attempt, off the body's path.
+    const own = controller.signal.aborted ? null : this.options.runLogs?.writer.open(log, run, { logLevel: job.logLevel ?? 'info', logMaxBytes: job.logMaxBytes ?? this.options.runLogs.maxBytes });
+    const { late, ...ending }: BodyOutcome = controller.signal.aborted ? notStarted(controller.signal.reason as AbortReason) : await this.body(job, run, controller, false, own?.logger ?? log, keeper.leaseGone, keeper.deadline);
+    own?.attemptLog.end();
     let outcome: RunOutcome = ending;
     const ended = performance.now();
     // An inline body aborted by the loss of its lease may still finish: what it settles with before

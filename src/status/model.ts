@@ -6,6 +6,7 @@
  */
 import type { QuorumState } from '../claim/lock.js';
 import type { NodeState, RunStatus } from '../store/types.js';
+import type { RunLogLineView } from '../runlog/view.js';
 
 export interface SummaryView {
   nodeId: string;
@@ -69,6 +70,17 @@ export interface RunView {
   output?: string | null;
 }
 
+/** An attempt's stored log (GET /api/runs/<id>/log). */
+export interface RunLogView {
+  runId: string;
+  run: RunView;
+  lines: RunLogLineView[];
+  /** The last seq returned (ask again with ?after= it for what follows). */
+  next: number;
+  /** The attempt has ended and every line it had was returned. */
+  done: boolean;
+}
+
 export interface PeriodView {
   utc: string;
   /** `YYYY-MM-DDTHH:mm:ss±hh:mm` in the job's zone. */
@@ -120,6 +132,8 @@ export interface StatusReader {
   /** null: no such job on this node. */
   job(name: string): Promise<JobDetailView | null>;
   runs(query: RunsQuery): Promise<RunView[]>;
+  /** An attempt's stored log after `afterSeq`; null: no such run. */
+  runLog(runId: string, options?: { afterSeq?: number; limit?: number }): Promise<RunLogView | null>;
   nodes(): Promise<NodeView[]>;
   invalid(): InvalidJobView[];
 }

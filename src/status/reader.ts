@@ -12,6 +12,8 @@ import { nodeView } from '../nodes/view.js';
 import { describePeriods, nextPeriods } from '../time/schedule.js';
 import type { SummaryCache } from '../http/summaries.js';
 import type { InvalidJobView, JobDetailView, JobView, NodeView, RunView, RunsQuery, StatusReader, SummaryView } from './model.js';
+import type { RunLogStore } from '../runlog/types.js';
+import { ENDED_STATUSES, logLineView } from '../runlog/view.js';
 
 const NEXT_IN_LIST = 3;
 
@@ -23,7 +25,9 @@ export interface StatusReaderOptions {
   jobs: Job[];
   invalid: InvalidJobFile[];
   cache: SummaryCache;
-  store: Pick<RunStore, 'history' | 'storeHost'>;
+  store: Pick<RunStore, 'history' | 'storeHost' | 'runById'>;
+  /** The attempts' stored logs; without it, runLog() finds none. */
+  runLogs?: RunLogStore;
   /** Whether the store answers (the scheduler's sweep and the readiness probe together). */
   storeUp: () => boolean;
   /** The store's clock as this node estimates it (epoch ms). */
@@ -150,6 +154,14 @@ export function createStatusReader(o: StatusReaderOptions): StatusReader {
     },
     async runs(query: RunsQuery) {
       return adjacentPeriods(await o.store.history({ job: query.job, status: query.status, limit: query.limit ?? 100, outputChars: OUTPUT_IN_VIEW })).map(runView);
+    },
+    async runLog(runId, options = {}) {
+      const run = await o.store.runById(runId);
+      if (!run) return null;
+      const limit = options.limit ?? 5000;
+      const lines = o.runLogs ? await o.runLogs.read(runId, { afterSeq: options.afterSeq, limit }) : [];
+      const next = lines.length > 0 ? lines[lines.length - 1]!.seq : options.afterSeq ?? 0;
+      return { runId, run: runView(run), lines: lines.map(logLineView), next, done: ENDED_STATUSES.has(run.status) && lines.length < limit };
     },
     async nodes() {
       if (!o.listNodes) return [selfNode()];

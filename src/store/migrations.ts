@@ -11,6 +11,7 @@ export const MIGRATIONS_TABLE = 'scheduler_migrations';
 export const NODES_TABLE = 'scheduler_nodes';
 export const ALERTS_TABLE = 'scheduler_alerts';
 export const ONCE_TABLE = 'scheduler_once_keys';
+export const RUN_LOGS_TABLE = 'scheduler_run_logs';
 /** ctx.once keys: at most this many characters (191 x 4 bytes fits any InnoDB unique index in utf8mb4). */
 export const ONCE_KEY_MAX = 191;
 /** options.fingerprint: at most this many characters. */
@@ -303,6 +304,27 @@ const migrations: Migration[] = [
       await knex.schema.alterTable(NODES_TABLE, (t) => {
         t.dropColumn('store_host');
       });
+    },
+  },
+  {
+    // Each attempt's own log: its ctx.log lines and a command's output, in order (seq), kept with the
+    // run (pruned with it). The unique key makes a batch sent again after a lost answer harmless.
+    name: '0014_run_logs',
+    async up(knex) {
+      await knex.schema.createTable(RUN_LOGS_TABLE, (t) => {
+        t.bigIncrements('id').primary();
+        t.bigInteger('run_id').notNullable();
+        t.integer('seq').notNullable();
+        t.bigInteger('at').notNullable(); // the line's time, the node's clock corrected to the store's (epoch ms)
+        t.string('level', 8).notNullable();
+        t.string('stream', 8).notNullable(); // log, stdout, stderr, or note (written by the scheduler)
+        t.text('line').notNullable();
+        t.text('fields').nullable(); // JSON of the line's own fields, redacted
+        t.unique(['run_id', 'seq'], { indexName: 'scheduler_run_logs_run_seq' });
+      });
+    },
+    async down(knex) {
+      await knex.schema.dropTableIfExists(RUN_LOGS_TABLE);
     },
   },
 ];

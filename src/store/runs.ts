@@ -126,6 +126,10 @@ export class KnexRunStore implements RunStore {
 
   // Reads.
 
+  runById(runId: string): Promise<RunRecord | null> {
+    return reads.runById(this.ctx, runId);
+  }
+
   periodRuns(job: string, scheduledAt: Date, shard?: number): Promise<RunRecord[]> {
     return reads.periodRuns(this.ctx, job, scheduledAt, shard);
   }

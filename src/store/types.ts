@@ -239,6 +239,8 @@ export interface RunStore {
   heartbeat(runId: string, nodeId: string, leaseMs?: number, key?: AttemptKey): Promise<boolean>;
   /** Every attempt of one period, oldest first. */
   periodRuns(job: string, scheduledAt: Date, shard?: number): Promise<RunRecord[]>;
+  /** One attempt by its id (scheduler logs --run, the API), or null. */
+  runById(runId: string): Promise<RunRecord | null>;
   /** The job's runs with status 'running' whose heartbeat is younger than their lease (store clock); of one shard only, when given. */
   liveRuns(job: string, leaseMs?: number, shard?: number): Promise<RunRecord[]>;
   /**

@@ -5,6 +5,7 @@
  */
 import { StringDecoder } from 'node:string_decoder';
 import type { Logger } from '../../log.js';
+import { RUN_LOG_STREAM } from '../../runlog/hook.js';
 
 /** The output tail stored with a run: 64 KiB (UTF-8 bytes, the note of what was cut included). */
 export const TAIL_BYTES = 64 * 1024;
@@ -123,6 +124,9 @@ export class LineLog {
 export function streamLoggers(log: Logger): { stdout: LineLog; stderr: LineLog } {
   const out = log.child({ stream: 'stdout' });
   const err = log.child({ stream: 'stderr' });
+  // Stored under their stream in the attempt's log (see src/runlog/hook.ts).
+  (out as unknown as Record<symbol, unknown>)[RUN_LOG_STREAM] = 'stdout';
+  (err as unknown as Record<symbol, unknown>)[RUN_LOG_STREAM] = 'stderr';
   return {
     stdout: new LineLog((line, cut) => (cut ? out.info({ cut: true }, line) : out.info(line))),
     stderr: new LineLog((line, cut) => (cut ? err.warn({ cut: true }, line) : err.warn(line))),

@@ -22,6 +22,7 @@ import type { Logger } from '../../log.js';
 import type { FromWorker, ToWorker, WorkerStart } from './protocol.js';
 import type { OnceBackend } from '../../once/types.js';
 import { toWire } from '../../once/errors.js';
+import { attemptLogOf } from '../../runlog/writer.js';
 
 export const WORKER_ENTRY = fileURLToPath(new URL('./worker-entry.js', import.meta.url));
 
@@ -64,6 +65,7 @@ export function runInWorker(spec: WorkerBodySpec): Promise<WorkerSettled> {
   const { log, signal } = spec;
   const defaultGraceMs = spec.graceMs ?? DEFAULT_WORKER_GRACE_MS;
   const stream = (log as unknown as Record<symbol, { write(line: string): void } | undefined>)[pino.symbols.streamSym];
+  const attemptLog = attemptLogOf(log);
   return new Promise<WorkerSettled>((resolve) => {
     let settled = false;
     let exitCalled: { code: number | string | null } | undefined;
@@ -80,6 +82,8 @@ export function runInWorker(spec: WorkerBodySpec): Promise<WorkerSettled> {
     };
     const onMessage = (m: FromWorker) => {
       if (m.type === 'log') {
+        // Stored with the attempt at or above the job's logLevel; printed at or above the node's.
+        if (attemptLog && !attemptLog.workerLine(m.line)) return;
         if (stream) stream.write(m.line);
         else log.info({ line: m.line }, 'worker log line');
       } else if (m.type === 'once') {

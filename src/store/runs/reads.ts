@@ -19,6 +19,15 @@ export async function periodRuns(ctx: RunsContext, job: string, scheduledAt: Dat
   });
 }
 
+/** One attempt by its run id, or null (an id that is not a number matches no row). */
+export async function runById(ctx: RunsContext, runId: string): Promise<RunRecord | null> {
+  if (!/^\d{1,18}$/.test(runId)) return null;
+  return ctx.wrap('read run', async () => {
+    const row = (await ctx.table().where({ id: Number(runId) }).first()) as Row | undefined;
+    return row ? toRecord(row) : null;
+  });
+}
+
 export async function liveRuns(ctx: RunsContext, job: string, leaseMs?: number, shard?: number): Promise<RunRecord[]> {
   return ctx.leased('read running runs', leaseMs, async () => {
     const rows = await runningOfJobs(ctx)

@@ -2,7 +2,7 @@
  * Retention: prune() deletes old finished rows in batches under the advisory lock 'prune', keeping
  * what the retry rules and the schedule's anchor still read.
  */
-import { RUNS_TABLE } from '../migrations.js';
+import { RUN_LOGS_TABLE, RUNS_TABLE } from '../migrations.js';
 import type { PruneOptions, PruneResult } from '../types.js';
 import type { RunsContext } from './context.js';
 
@@ -39,6 +39,9 @@ export async function prune(ctx: RunsContext, options: PruneOptions): Promise<Pr
         .whereNotIn('status', ['pending', 'running']).andWhere('started_at', '<', cutoffMs).del());
       result.deleted += Number(n);
       result.batches += 1;
+      // Their logs go with them (not those of a row the DELETE's re-check kept).
+      await ctx.wrap('prune: delete the logs of old rows', () => ctx.knex(RUN_LOGS_TABLE).whereIn('run_id', ids)
+        .whereNotExists((sub) => sub.select(ctx.knex.raw('1')).from(RUNS_TABLE).where('id', ctx.knex.ref(`${RUN_LOGS_TABLE}.run_id`))).del());
     }
     result.outcome = 'aborted';
     return true;
