@@ -36,6 +36,8 @@ export interface BodyRun {
   dryRun: boolean;
   /** The run's logger (bound to job, period, run id, attempt); ctx.log. */
   log: Logger;
+  /** The scheduler's own lines about the run ('run started', a result note): not the body's, so not in its stored log. Default: log. */
+  nodeLog?: Logger;
   maxResultBytes: number;
   /** Names the inline bodies that block the event loop. */
   watchdog?: LoopWatchdog;
@@ -78,7 +80,8 @@ type Settled =
 export type BodyOutcome = RunOutcome & { late?: Promise<RunOutcome> };
 
 export async function runBody(b: BodyRun): Promise<BodyOutcome> {
-  const { job, run, controller, log } = b;
+  const { job, run, controller } = b;
+  const log = b.nodeLog ?? b.log;
   const isolation = job.isolation ?? 'inline';
   const timer = job.timeoutMs ? setTimeout(() => controller.abort('timeout'), job.timeoutMs) : undefined;
   timer?.unref();

@@ -269,7 +269,7 @@ export class Executor {
     // then) does not start it: it ends as an abort would have ended it.
     // The body's own log (ctx.log, a command's output) is stored with the attempt, off the body's path.
     const own = controller.signal.aborted ? null : this.options.runLogs?.writer.open(log, run, { logLevel: job.logLevel ?? 'info', logMaxBytes: job.logMaxBytes ?? this.options.runLogs.maxBytes });
-    const { late, ...ending }: BodyOutcome = controller.signal.aborted ? notStarted(controller.signal.reason as AbortReason) : await this.body(job, run, controller, false, own?.logger ?? log, keeper.leaseGone, keeper.deadline);
+    const { late, ...ending }: BodyOutcome = controller.signal.aborted ? notStarted(controller.signal.reason as AbortReason) : await this.body(job, run, controller, false, own?.logger ?? log, keeper.leaseGone, keeper.deadline, log);
     own?.attemptLog.end();
     let outcome: RunOutcome = ending;
     const ended = performance.now();
@@ -361,11 +361,11 @@ export class Executor {
     };
   }
 
-  private async body(job: Job, run: RunRecord, controller: AbortController, dryRun: boolean, log?: Logger, leaseGone?: AbortSignal, leaseDeadline?: Float64Array): Promise<BodyOutcome> {
+  private async body(job: Job, run: RunRecord, controller: AbortController, dryRun: boolean, log?: Logger, leaseGone?: AbortSignal, leaseDeadline?: Float64Array, nodeLog?: Logger): Promise<BodyOutcome> {
     const childLog = log ?? this.log.child({ job: job.name, periodKey: run.periodKey, runId: run.id, attempt: run.attempt, dryRun });
     this.watchdog ??= new LoopWatchdog(this.log);
     return runBody({
-      job, run, nodeId: this.nodeId, controller, dryRun, log: childLog, watchdog: this.watchdog,
+      job, run, nodeId: this.nodeId, controller, dryRun, log: childLog, ...(nodeLog ? { nodeLog } : {}), watchdog: this.watchdog,
       maxResultBytes: this.options.maxResultBytes ?? DEFAULT_MAX_RESULT_BYTES, workerGraceMs: this.options.workerGraceMs,
       // A self-fenced attempt aborts fenceMargin before its lease can run out in the store: its worker must be gone by then.
       leaseLostGraceMs: Math.floor(fenceMargin(job.lockTtlMs) / 2),

@@ -132,6 +132,11 @@ export class FixtureReader implements StatusReader {
     return all.slice(0, query.limit ?? 100);
   }
 
+  /** The fixtures have runs but no stored logs. */
+  async runLog(): Promise<null> {
+    return null;
+  }
+
   async nodes(): Promise<NodeView[]> {
     return FIXTURE_NODES;
   }

@@ -54,7 +54,7 @@ describe('status views', () => {
     let now = Date.UTC(2026, 11, 1, 12, 7);
     const snapshot: SchedulerSnapshot = { startedAt: now, stopping: false, store: 'ok', storeError: null, redis: 'none', clockOffsetMs: 0, sinceLastPulseMs: 0, jobs: [], inFlight: [] };
     const reader = createStatusReader({ nodeId: 'n', version: '0.1.0', storeKind: 'sqlite', snapshot: () => snapshot, jobs, invalid: [], cache: emptyCache(),
-      store: { history: async () => [], storeHost: () => null }, storeUp: () => true, now: () => now });
+      store: { history: async () => [], storeHost: () => null, runById: async () => null }, storeUp: () => true, now: () => now });
     const next = async () => Object.fromEntries((await reader.jobs()).map((j) => [j.name, j.next]));
     expect(await next()).toEqual({
       quarterly: ['2026-12-01T12:15:00.000Z', '2026-12-01T12:30:00.000Z', '2026-12-01T12:45:00.000Z'],
@@ -78,7 +78,7 @@ describe('status views', () => {
     let reads = 0;
     const snapshot: SchedulerSnapshot = { startedAt: at, stopping: false, store: 'ok', storeError: null, redis: 'none', clockOffsetMs: 0, sinceLastPulseMs: 0, jobs: [], inFlight: [] };
     const reader = createStatusReader({ nodeId: 'a', version: '0.1.0', storeKind: 'sqlite', snapshot: () => snapshot, jobs: [job('daily', '30 2 * * *')], invalid: [], cache: emptyCache(),
-      store: { history: async () => [], storeHost: () => null }, storeUp: () => true, now: () => at,
+      store: { history: async () => [], storeHost: () => null, runById: async () => null }, storeUp: () => true, now: () => at,
       listNodes: async () => { reads += 1; return [node('a', true), node('b', true), node('c', false)]; } });
     const page = await createPageHandler(reader, { now: () => new Date(at) })(new URL('http://127.0.0.1/'));
     expect(page?.status).toBe(200);
