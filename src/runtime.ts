@@ -12,11 +12,12 @@ import { PeriodRunner } from './run/period.js';
 import { Reconciler } from './run/reconcile.js';
 import { Takeover } from './run/takeover.js';
 import { Database } from './store/database.js';
+import { KnexAuditStore } from './store/audit.js';
 import { KnexJobStore } from './store/jobs.js';
 import { KnexNodeStore } from './store/nodes.js';
 import { KnexOnceStore } from './store/once.js';
 import { KnexRunStore } from './store/runs.js';
-import type { JobStore, NodeStore, OnceStore, RunStore } from './store/types.js';
+import type { AuditStore, JobStore, NodeStore, OnceStore, RunStore } from './store/types.js';
 import { StoreClock } from './time/store-clock.js';
 import { EventBus } from './events/events.js';
 
@@ -28,6 +29,8 @@ export interface Stores {
   nodeStore: NodeStore;
   /** ctx.once's keys. */
   onceStore: OnceStore;
+  /** The operators' actions (`audit`). */
+  auditStore: AuditStore;
   close(): Promise<void>;
 }
 
@@ -53,7 +56,7 @@ export async function openStores(config: Config): Promise<Stores> {
     await db.close().catch(() => {});
     throw err;
   }
-  return { db, store: new KnexRunStore(db), jobStore: new KnexJobStore(db), nodeStore: new KnexNodeStore(db), onceStore: new KnexOnceStore(db), close: () => db.close() };
+  return { db, store: new KnexRunStore(db), jobStore: new KnexJobStore(db), nodeStore: new KnexNodeStore(db), onceStore: new KnexOnceStore(db), auditStore: new KnexAuditStore(db), close: () => db.close() };
 }
 
 /** The runs table alone (history, list, migrate): closing it closes its pool. */
