@@ -58,7 +58,7 @@ const FIXED: Array<{ name: string; value: (c: Config) => unknown; shown: (c: Con
 ];
 
 /** Settings applied by the reload itself (directly, or through the jobs loaded with them). */
-const LIVE = ['jobsDir', 'timezone', 'isolation', 'logLevel', 'gracePeriod', 'retention', 'loadTimeout'] as const;
+const LIVE = ['jobsDir', 'timezone', 'isolation', 'logLevel', 'gracePeriod', 'retention', 'auditRetention', 'loadTimeout'] as const;
 /** Settings a running daemon keeps until its next restart. */
 const AT_RESTART = ['maxResultSize'] as const;
 
