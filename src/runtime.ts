@@ -12,11 +12,12 @@ import { PeriodRunner } from './run/period.js';
 import { Reconciler } from './run/reconcile.js';
 import { Takeover } from './run/takeover.js';
 import { Database } from './store/database.js';
+import { KnexAuditStore } from './store/audit.js';
 import { KnexJobStore } from './store/jobs.js';
 import { KnexNodeStore } from './store/nodes.js';
 import { KnexOnceStore } from './store/once.js';
 import { KnexRunStore } from './store/runs.js';
-import type { JobStore, NodeStore, OnceStore, RunStore } from './store/types.js';
+import type { AuditStore, JobStore, NodeStore, OnceStore, RunStore } from './store/types.js';
 import { StoreClock } from './time/store-clock.js';
 import { EventBus } from './events/events.js';
 import { KnexRunLogStore } from './store/run-logs.js';
@@ -35,6 +36,8 @@ export interface Stores {
   onceStore: OnceStore;
   /** Each attempt's stored log. */
   runLogStore: RunLogStore;
+  /** The operators' actions (`audit`). */
+  auditStore: AuditStore;
   close(): Promise<void>;
 }
 
@@ -80,7 +83,7 @@ export async function openStores(config: Config): Promise<Stores> {
     await db.close().catch(() => {});
     throw err;
   }
-  return { db, store: new KnexRunStore(db), jobStore: new KnexJobStore(db), nodeStore: new KnexNodeStore(db), onceStore: new KnexOnceStore(db), runLogStore: new KnexRunLogStore(db), close: () => db.close() };
+  return { db, store: new KnexRunStore(db), jobStore: new KnexJobStore(db), nodeStore: new KnexNodeStore(db), onceStore: new KnexOnceStore(db), runLogStore: new KnexRunLogStore(db), auditStore: new KnexAuditStore(db), close: () => db.close() };
 }
 
 /** The runs table alone (history, list, migrate): closing it closes its pool. */

@@ -21,6 +21,8 @@ export interface CommonOptions {
   logLevel?: string;
   gracePeriod?: string;
   retention?: string;
+  /** Only `prune` has the flag. */
+  auditRetention?: string;
   loadTimeout?: string;
   isolation?: string;
   maxResultSize?: string;
@@ -108,7 +110,7 @@ export function configFlags(options: CommonOptions, extra: ConfigFlags = {}): Co
   return {
     config: options.config, jobsDir: options.jobs, store: options.store, redis: options.redis,
     redisPrefix: options.redisPrefix, nodeId: options.nodeId, timezone: options.timezone,
-    logLevel: options.logLevel, gracePeriod: options.gracePeriod, retention: options.retention,
+    logLevel: options.logLevel, gracePeriod: options.gracePeriod, retention: options.retention, auditRetention: options.auditRetention,
     loadTimeout: options.loadTimeout, isolation: options.isolation, maxResultSize: options.maxResultSize,
     runLogMaxSize: options.runLogMaxSize,
     http: options.http, alertWebhook: options.alertWebhook, ...extra,

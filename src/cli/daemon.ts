@@ -112,7 +112,7 @@ export async function runDaemon(options: CommonOptions): Promise<void> {
   http.attach({ rt, scheduler, jobs, invalid, listNodes: () => rt.nodeStore.list({ recentMs: 86_400_000 }) });
   await scheduler.start();
   // Off the tick path: its own timer, first a minute after start, then hourly.
-  let pruner = new RetentionPruner({ store: rt.store, onceStore: rt.onceStore, retentionMs: config.retentionMs, jobs, log });
+  let pruner = new RetentionPruner({ store: rt.store, onceStore: rt.onceStore, retentionMs: config.retentionMs, auditStore: rt.auditStore, auditRetentionMs: config.auditRetentionMs, jobs, log });
   pruner.start();
 
   let stopping = false;
@@ -128,10 +128,10 @@ export async function runDaemon(options: CommonOptions): Promise<void> {
       alerts.setJobs(current);
       zones.clear();
       for (const j of current) zones.set(j.name, j.timezone);
-      if (stopping || (!jobsChanged && now.retentionMs === previous.retentionMs)) return;
+      if (stopping || (!jobsChanged && now.retentionMs === previous.retentionMs && now.auditRetentionMs === previous.auditRetentionMs)) return;
       await pruner.stop();
       if (stopping) return;
-      pruner = new RetentionPruner({ store: rt.store, onceStore: rt.onceStore, retentionMs: now.retentionMs, jobs: current, log });
+      pruner = new RetentionPruner({ store: rt.store, onceStore: rt.onceStore, retentionMs: now.retentionMs, auditStore: rt.auditStore, auditRetentionMs: now.auditRetentionMs, jobs: current, log });
       pruner.start();
     },
   });

@@ -5,6 +5,7 @@ import { redactText } from '../config/redact.js';
 import { SchedulerError, errorMessage } from '../errors.js';
 import { commandName, withGlobalOptions } from './common.js';
 import { EXIT, EXIT_MEANINGS, exitCodeFor } from './exit.js';
+import { auditCommand } from './audit.js';
 import { historyCommand } from './history.js';
 import { logsCommand } from './logs.js';
 import { keysCommand } from './keys.js';
@@ -45,9 +46,10 @@ Examples:
   scheduler nodes                                      # the live and recently stopped nodes
   scheduler keys --prefix order_delivery: --status failed   # ctx.once keys, for audits
   scheduler pause nightly-report --reason "db upgrade" # cluster-wide, within one tick; 'resume nightly-report' undoes it
+  scheduler audit --since 24h                          # who paused, resumed, ran or pruned what, newest first
 
 Exit statuses: ${Object.entries(EXIT_MEANINGS).map(([code, meaning]) => `${code} ${meaning}`).join(', ')}.`);
-  for (const add of [runCommand, runOnceCommand, listCommand, nextCommand, validateCommand, historyCommand, logsCommand, keysCommand, migrateCommand, pruneCommand, nodesCommand, pauseCommands]) add(program);
+  for (const add of [runCommand, runOnceCommand, listCommand, nextCommand, validateCommand, historyCommand, logsCommand, keysCommand, migrateCommand, pruneCommand, nodesCommand, pauseCommands, auditCommand]) add(program);
   // `--version` after a command too (`scheduler run --version`): with positional options the
   // program's own flags are read before the command only.
   for (const cmd of program.commands) cmd.version(pkg.version).exitOverride();

@@ -20,6 +20,7 @@ import { jobsOf, print, setup, withCommonOptions, type CommonOptions } from './c
 import { knownList, unknownJob } from './next.js';
 import { JOB_SEEN_TTL_MS } from '../run/takeover.js';
 import { formatLocal, relativeTime } from '../time/display.js';
+import { cliActor, recordAction } from '../audit/trail.js';
 
 /** The column's size (migration 0006), in characters. */
 export const MAX_REASON_CHARS = 500;
@@ -97,6 +98,10 @@ async function change(name: string, options: CommonOptions, pause: boolean, reas
       declaredAt: seenAt === null ? null : new Date(seenAt).toISOString(), declaredRecently: seenAt !== null && now - seenAt < JOB_SEEN_TTL_MS,
       at: new Date(now).toISOString(),
     };
+    const unchanged = pause ? 'already paused' : 'was not paused: nothing changed';
+    await recordAction(stores.auditStore, {
+      actor: cliActor(), action: report.action, job: name, period: null, reason, force: false, result: 'done', detail: report.changed ? null : unchanged,
+    });
   } finally {
     await stores.close();
   }

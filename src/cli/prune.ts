@@ -1,4 +1,8 @@
-/** `prune`: delete finished run rows older than the retention (or --older-than), in batches. */
+/**
+ * `prune`: delete finished run rows older than the retention (or --older-than), in batches, and the
+ * audit trail's rows older than auditRetention. A prune (not a dry run) is itself an entry of the
+ * audit trail, done or refused.
+ */
 import type { Command } from 'commander';
 import { ConfigError, UsageError } from '../errors.js';
 import { checkRetention, retentionRefusal } from '../run/retention.js';
@@ -6,6 +10,10 @@ import { openStores } from './lazy.js';
 import { DURATION_EXPECTED, formatDuration, parseDuration } from '../time/duration.js';
 import { withExitStatuses } from './exit.js';
 import { jobsOf, print, setup, settingOption, withCommonOptions, type CommonOptions } from './common.js';
+import { cliActor, recordAction, warnUnrecorded } from '../audit/trail.js';
+import type { Config } from '../config/config.js';
+import type { Stores } from '../runtime.js';
+import type { AuditEntry, AuditResult } from '../store/types.js';
 
 interface PruneOptions extends CommonOptions {
   olderThan?: string;
@@ -17,6 +25,7 @@ export function pruneCommand(program: Command): void {
     .description("delete finished runs older than D (default: the retention setting), in batches; never a job's newest run, a pending or running one, or one younger than the largest catchUp plus 1h")
     .option('--older-than <duration>', 'delete finished runs that started longer ago than this (default: the retention setting)')
     .addOption(settingOption('--retention <duration|off>', 'retention'))
+    .addOption(settingOption('--audit-retention <duration|off>', 'auditRetention'))
     .option('--dry-run', 'count what would be deleted; delete nothing')
     .action(async (options: PruneOptions) => {
       let olderThanMs: number | undefined;
@@ -29,8 +38,17 @@ export function pruneCommand(program: Command): void {
       const source = olderThanMs !== undefined ? '--older-than' : 'retention';
       olderThanMs ??= config.retentionMs ?? undefined;
       if (olderThanMs === undefined) {
-        print(options.json, { outcome: 'off', deleted: 0, dryRun, cutoff: null, olderThan: null, olderThanMs: null, source }, () =>
-          'retention is off and no --older-than was given: nothing pruned');
+        // The runs are kept; the audit trail follows its own setting.
+        const stores = await openStores(config);
+        let auditDeleted: number;
+        try {
+          auditDeleted = await pruneAudit(stores, config, dryRun);
+          if (!dryRun) await audit(stores, 'done', `retention off: no run deleted; ${auditText(auditDeleted, config)}`);
+        } finally {
+          await stores.close();
+        }
+        print(options.json, { outcome: 'off', deleted: 0, dryRun, cutoff: null, olderThan: null, olderThanMs: null, source, auditDeleted }, () =>
+          `retention is off and no --older-than was given: nothing pruned${auditDeleted > 0 ? `; ${dryRun ? 'would delete' : 'deleted'} ${auditDeleted} audit row(s)` : ''}`);
         return;
       }
 
@@ -40,6 +58,8 @@ export function pruneCommand(program: Command): void {
       const check = checkRetention(olderThanMs, jobs);
       if (!check.ok) {
         const message = retentionRefusal(source, olderThanMs, check);
+        // Recorded without the message's own 'refused: ' (the entry's result says it).
+        if (!dryRun) await auditRefusal(config, message.replace(/^refused: /, ''));
         throw source === '--older-than' ? new UsageError(message) : new ConfigError(message);
       }
 
@@ -48,16 +68,54 @@ export function pruneCommand(program: Command): void {
         const r = await stores.store.prune({ olderThanMs, dryRun });
         // Expired ctx.once keys go with the history (they already count as absent).
         const expiredKeys = r.outcome === 'pruned' ? await stores.onceStore.pruneExpired({ dryRun }) : 0;
+        const auditDeleted = await pruneAudit(stores, config, dryRun);
         const olderThan = formatDuration(olderThanMs);
         const cutoff = r.cutoff.toISOString();
-        print(options.json, { outcome: r.outcome, deleted: r.deleted, dryRun, cutoff, olderThan, olderThanMs, source, batches: r.batches, expiredKeys }, () => {
+        if (!dryRun) {
+          const runs = r.outcome === 'locked' ? 'another node was pruning the runs: none deleted' : `${r.deleted} run row(s) started before ${cutoff} (older than ${olderThan}) and ${expiredKeys} expired ctx.once key(s) deleted`;
+          await audit(stores, 'done', `${runs}; ${auditText(auditDeleted, config)}`);
+        }
+        print(options.json, { outcome: r.outcome, deleted: r.deleted, dryRun, cutoff, olderThan, olderThanMs, source, batches: r.batches, expiredKeys, auditDeleted }, () => {
           if (r.outcome === 'locked') return `another node is pruning now: skipped (nothing deleted; cutoff would have been ${cutoff})`;
           const what = dryRun ? `would delete ${r.deleted} finished run(s)` : `deleted ${r.deleted} finished run(s)`;
-          const keys = expiredKeys > 0 ? `; ${dryRun ? 'would delete' : 'deleted'} ${expiredKeys} expired ctx.once key(s)` : '';
+          const keys = (expiredKeys > 0 ? `; ${dryRun ? 'would delete' : 'deleted'} ${expiredKeys} expired ctx.once key(s)` : '')
+            + (auditDeleted > 0 ? `; ${dryRun ? 'would delete' : 'deleted'} ${auditDeleted} audit row(s) older than ${formatDuration(config.auditRetentionMs!)}` : '');
           return `${what} started before ${cutoff} (older than ${olderThan}, from ${source === 'retention' ? 'the retention setting' : '--older-than'})${keys}${dryRun ? '; dry run: nothing deleted' : ''}`;
         });
       } finally {
         await stores.close();
       }
     });
+}
+
+/** Audit rows older than auditRetention by the store's clock (none when it is off); with dryRun, counted. */
+async function pruneAudit(stores: Stores, config: Config, dryRun: boolean): Promise<number> {
+  if (config.auditRetentionMs === null) return 0;
+  return stores.auditStore.prune(new Date((await stores.db.now()) - config.auditRetentionMs), { dryRun });
+}
+
+function auditText(deleted: number, config: Config): string {
+  return config.auditRetentionMs === null ? 'audit retention off' : `${deleted} audit row(s) older than ${formatDuration(config.auditRetentionMs)} deleted`;
+}
+
+const entry = (result: AuditResult, detail: string): AuditEntry => ({ actor: cliActor(), action: 'prune', job: null, period: null, reason: null, force: false, result, detail });
+
+function audit(stores: Stores, result: AuditResult, detail: string): Promise<boolean> {
+  return recordAction(stores.auditStore, entry(result, detail));
+}
+
+/** A refused prune is recorded too: the store is opened for that alone (a store that cannot be reached costs a warning, not the refusal's exit status). */
+async function auditRefusal(config: Config, message: string): Promise<void> {
+  let stores: Stores;
+  try {
+    stores = await openStores(config);
+  } catch (err) {
+    warnUnrecorded(entry('refused', message), err);
+    return;
+  }
+  try {
+    await audit(stores, 'refused', message);
+  } finally {
+    await stores.close().catch(() => {});
+  }
 }

@@ -46,6 +46,8 @@ export interface Config {
   gracePeriodMs: number;
   /** How long finished run rows are kept (`prune` and the daemon's background pruning); null: 'off', kept for ever. */
   retentionMs: number | null;
+  /** How long audit rows are kept (`prune` and the daemon's pruning); null: 'off', kept for ever. */
+  auditRetentionMs: number | null;
   /** Deadline of each job file's load (a top-level await that never settles becomes an invalid file). */
   loadTimeoutMs: number;
   /** The default `isolation` of jobs that do not set their own. */
@@ -164,6 +166,7 @@ export function loadConfig(options: LoadOptions = {}): Config {
 
   const retentionRaw = raw('retention', DEFAULTS.retention);
   const retentionMs = parseRetention(retentionRaw, fail);
+  const auditRetentionMs = parseRetention(raw('auditRetention', DEFAULTS.auditRetention), fail);
 
   const loadTimeoutRaw = raw('loadTimeout', DEFAULTS.loadTimeout);
   const loadTimeoutMs = parseDuration(loadTimeoutRaw.value);
@@ -188,6 +191,7 @@ export function loadConfig(options: LoadOptions = {}): Config {
     logLevel: logLevel.data as string,
     gracePeriodMs: gracePeriodMs as number,
     retentionMs,
+    auditRetentionMs,
     loadTimeoutMs: loadTimeoutMs as number,
     isolation,
     maxResultBytes: maxResultBytes as number,
@@ -320,6 +324,7 @@ export function describeConfig(config: Config): Record<string, unknown> {
     logLevel: config.logLevel,
     gracePeriodMs: config.gracePeriodMs,
     retention: config.retentionMs === null ? 'off' : formatDuration(config.retentionMs),
+    auditRetention: config.auditRetentionMs === null ? 'off' : formatDuration(config.auditRetentionMs),
     loadTimeout: formatDuration(config.loadTimeoutMs),
     isolation: config.isolation,
     maxResultSize: formatSize(config.maxResultBytes),

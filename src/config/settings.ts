@@ -18,6 +18,7 @@ export const DEFAULTS = {
   logLevel: 'info',
   gracePeriod: '30s',
   retention: '30d',
+  auditRetention: '90d',
   loadTimeout: '10s',
   isolation: 'inline',
   maxResultSize: '1MB',
@@ -72,6 +73,10 @@ export const SETTINGS = {
   retention: {
     env: 'SCHEDULER_RETENTION', flag: '--retention', type: 'duration or off',
     description: 'how long finished runs are kept (more than 0), or off (kept for ever); the daemon prunes older ones in the background, hourly, and prune uses it as its default',
+  },
+  auditRetention: {
+    env: 'SCHEDULER_AUDIT_RETENTION', flag: '--audit-retention', type: 'duration or off',
+    description: "how long the audit trail's rows (operator actions: pause, resume, run-once by hand, prune) are kept (more than 0), or off (kept for ever); prune and the daemon's hourly pruning delete older ones",
   },
   loadTimeout: {
     env: 'SCHEDULER_LOAD_TIMEOUT', flag: '--load-timeout', type: 'duration',

@@ -7,7 +7,7 @@
  *   the whole reload with one line, jobs included: the daemon stays exactly as it was, rather than in
  *   a state that no version of the file describes. A config file that is now invalid, or a jobs
  *   folder that cannot be read, likewise.
- * - Settings that apply live: logLevel, gracePeriod, retention, loadTimeout, and (through the jobs
+ * - Settings that apply live: logLevel, gracePeriod, retention, auditRetention, loadTimeout, and (through the jobs
  *   they are defaults of) timezone, isolation and jobsDir. maxResultSize applies at the next restart.
  * - Jobs are compared by name: added, removed, changed (a definition field, or the file's content).
  *   A file that cannot be loaded now keeps the previous definitions of the jobs it held.
@@ -58,7 +58,7 @@ const FIXED: Array<{ name: string; value: (c: Config) => unknown; shown: (c: Con
 ];
 
 /** Settings applied by the reload itself (directly, or through the jobs loaded with them). */
-const LIVE = ['jobsDir', 'timezone', 'isolation', 'logLevel', 'gracePeriod', 'retention', 'loadTimeout'] as const;
+const LIVE = ['jobsDir', 'timezone', 'isolation', 'logLevel', 'gracePeriod', 'retention', 'auditRetention', 'loadTimeout'] as const;
 /** Settings a running daemon keeps until its next restart. */
 const AT_RESTART = ['maxResultSize'] as const;
 

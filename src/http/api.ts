@@ -1,12 +1,19 @@
 /** /api: the read model as JSON. Query parameters are validated and named when wrong (400). */
-import { RUN_STATUSES, type RunStatus } from '../store/types.js';
+import { DEFAULT_AUDIT_LIMIT, MAX_AUDIT_LIMIT, SINCE_EXPECTED, auditView, parseSince } from '../audit/view.js';
+import { RUN_STATUSES, type AuditStore, type RunStatus } from '../store/types.js';
 import type { StatusReader } from '../status/model.js';
 import { json, type Reply } from './server.js';
 
 export const MAX_RUNS_LIMIT = 1000;
 export const DEFAULT_RUNS_LIMIT = 100;
 
-export function apiRoute(reader: () => StatusReader | null): (url: URL) => Promise<Reply | null> {
+/** The audit trail for /api/audit, with the store's clock (as this node estimates it) for `since` durations. */
+export interface AuditSource {
+  store: AuditStore;
+  now: () => number;
+}
+
+export function apiRoute(reader: () => StatusReader | null, audit: () => AuditSource | null = () => null): (url: URL) => Promise<Reply | null> {
   return async (url) => {
     const path = url.pathname;
     if (path !== '/api' && !path.startsWith('/api/')) return null;
@@ -15,6 +22,10 @@ export function apiRoute(reader: () => StatusReader | null): (url: URL) => Promi
     if (path === '/api/summary') return json(200, await r.summary());
     if (path === '/api/jobs') return json(200, { jobs: await r.jobs(), invalid: r.invalid() });
     if (path === '/api/nodes') return json(200, { nodes: await r.nodes() });
+    if (path === '/api/audit') {
+      const source = audit();
+      return source ? auditReply(url, source) : json(503, { error: 'starting: the store is not open yet' });
+    }
     if (path === '/api/runs') {
       const job = url.searchParams.get('job') ?? undefined;
       const status = url.searchParams.get('status') ?? undefined;
@@ -56,4 +67,22 @@ export function apiRoute(reader: () => StatusReader | null): (url: URL) => Promi
     }
     return null;
   };
+}
+
+/** GET /api/audit?job=&since=&limit=: as `audit --json`, the same values accepted and refused. */
+async function auditReply(url: URL, source: AuditSource): Promise<Reply> {
+  const job = url.searchParams.get('job') ?? undefined;
+  const sinceText = url.searchParams.get('since');
+  const limitText = url.searchParams.get('limit');
+  if (job !== undefined && job === '') return json(400, { error: 'invalid parameter job=: expected a job name', parameter: 'job' });
+  let limit = DEFAULT_AUDIT_LIMIT;
+  if (limitText !== null) {
+    limit = /^\d+$/.test(limitText) ? Number(limitText) : NaN;
+    if (!(limit >= 1 && limit <= MAX_AUDIT_LIMIT)) {
+      return json(400, { error: `invalid parameter limit=${limitText}: expected a whole number from 1 to ${MAX_AUDIT_LIMIT}`, parameter: 'limit' });
+    }
+  }
+  const since = sinceText === null ? undefined : parseSince(sinceText, source.now());
+  if (sinceText !== null && !since) return json(400, { error: `invalid parameter since=${sinceText}: expected ${SINCE_EXPECTED}`, parameter: 'since' });
+  return json(200, { entries: (await source.store.list({ job, since, limit })).map(auditView) });
 }

@@ -11,7 +11,7 @@ import type { Runtime } from '../runtime.js';
 import type { ListedNode } from '../store/types.js';
 import { createStatusReader } from '../status/reader.js';
 import type { StatusReader } from '../status/model.js';
-import { apiRoute } from './api.js';
+import { apiRoute, type AuditSource } from './api.js';
 import { SchedulerMetrics } from './metrics.js';
 import { HttpServer, json, type Reply } from './server.js';
 import { StoreProbe, SummaryCache } from './summaries.js';
@@ -34,6 +34,7 @@ interface Attached {
   snapshot: () => SchedulerSnapshot;
   storeUp: () => boolean;
   reader: StatusReader;
+  audit: AuditSource;
   metrics: SchedulerMetrics;
   jobs: Job[];
   invalid: InvalidJobFile[];
@@ -60,7 +61,7 @@ export class DaemonHttp {
     const server = new HttpServer({
       host: http.host, port: http.port, origin: httpOrigin, token: httpToken, log: this.log,
       open: { '/healthz': () => this.healthz(), '/readyz': () => this.readyz(), '/metrics': () => this.metrics() },
-      guarded: [apiRoute(() => this.parts?.reader ?? null), (url) => this.pageRoute(url)],
+      guarded: [apiRoute(() => this.parts?.reader ?? null, () => this.parts?.audit ?? null), (url) => this.pageRoute(url)],
     });
     const url = await server.start();
     if (url) this.server = server;
@@ -96,7 +97,7 @@ export class DaemonHttp {
       probe?.start();
       cache.start();
     }
-    this.parts = { snapshot, storeUp, reader, metrics, jobs, invalid, stop: () => { probe?.stop(); cache.stop(); removeObserver(); } };
+    this.parts = { snapshot, storeUp, reader, audit: { store: rt.auditStore, now: () => rt.clock.now() }, metrics, jobs, invalid, stop: () => { probe?.stop(); cache.stop(); removeObserver(); } };
   }
 
   private readerOf: ((jobs: Job[], invalid: InvalidJobFile[]) => StatusReader) | null = null;

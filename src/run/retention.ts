@@ -7,7 +7,7 @@
 import { errorMessage } from '../errors.js';
 import type { Job } from '../jobs/types.js';
 import type { Logger } from '../log.js';
-import type { OnceStore, PruneResult, RunStore } from '../store/types.js';
+import type { AuditStore, OnceStore, PruneResult, RunStore } from '../store/types.js';
 import { formatDuration } from '../time/duration.js';
 
 /** Rows younger than the largest catchUp plus this margin are never pruned (claims ahead, clock skew, late timers). */
@@ -48,6 +48,10 @@ export interface RetentionPrunerOptions {
   onceStore?: OnceStore;
   /** null: retention off, never prune. */
   retentionMs: number | null;
+  /** The audit trail: its rows older than auditRetentionMs (by the store's clock) go with each prune. */
+  auditStore?: AuditStore;
+  /** null or absent: audit rows are kept for ever. */
+  auditRetentionMs?: number | null;
   jobs: readonly Job[];
   log: Logger;
   firstAfterMs?: number;
@@ -67,11 +71,20 @@ export class RetentionPruner {
   private readonly abort = new AbortController();
   /** The last result (for tests and a later status page). */
   last: PruneResult | undefined;
+  /** Whether run rows are pruned (the retention is on and safe); audit rows follow their own setting. */
+  private pruneRuns = false;
 
   constructor(private readonly options: RetentionPrunerOptions) {}
 
-  /** Arms the first prune; false when the daemon will not prune (retention off, or unsafe). */
+  /** Arms the first prune; false when the daemon will not prune (retention off or unsafe, and no audit retention). */
   start(): boolean {
+    this.pruneRuns = this.runsPrunable();
+    if (!this.pruneRuns && !this.pruneAudit()) return false;
+    this.schedule(this.options.firstAfterMs ?? PRUNE_FIRST_AFTER_MS);
+    return true;
+  }
+
+  private runsPrunable(): boolean {
     const { retentionMs, jobs, log } = this.options;
     if (retentionMs === null) {
       log.info('retention is off: finished runs are kept');
@@ -83,8 +96,11 @@ export class RetentionPruner {
         `${retentionRefusal('retention', retentionMs, check)}; the daemon does not prune`);
       return false;
     }
-    this.schedule(this.options.firstAfterMs ?? PRUNE_FIRST_AFTER_MS);
     return true;
+  }
+
+  private pruneAudit(): boolean {
+    return this.options.auditStore !== undefined && this.options.auditRetentionMs !== undefined && this.options.auditRetentionMs !== null;
   }
 
   private schedule(delayMs: number): void {
@@ -99,6 +115,24 @@ export class RetentionPruner {
   }
 
   private async pruneOnce(): Promise<void> {
+    if (this.pruneRuns) await this.pruneRunsOnce();
+    if (this.pruneAudit() && !this.abort.signal.aborted) await this.pruneAuditOnce();
+  }
+
+  /** Audit rows older than their retention, by the store's clock; apart from the runs (a failure of one leaves the other). */
+  private async pruneAuditOnce(): Promise<void> {
+    const { store, log } = this.options;
+    const retention = formatDuration(this.options.auditRetentionMs!);
+    try {
+      const cutoff = new Date((await store.now()) - this.options.auditRetentionMs!);
+      const deleted = await this.options.auditStore!.prune(cutoff);
+      if (deleted > 0) log.info({ deleted, cutoff: cutoff.toISOString(), auditRetention: retention }, `prune: deleted ${deleted} audit row(s) older than ${retention}`);
+    } catch (err) {
+      log.warn({ err: { message: errorMessage(err) }, auditRetention: retention }, 'prune of the audit trail failed; trying again at the next interval');
+    }
+  }
+
+  private async pruneRunsOnce(): Promise<void> {
     const { store, log } = this.options;
     const olderThanMs = this.options.retentionMs!;
     const retention = formatDuration(olderThanMs);

@@ -12,6 +12,7 @@ export const NODES_TABLE = 'scheduler_nodes';
 export const ALERTS_TABLE = 'scheduler_alerts';
 export const ONCE_TABLE = 'scheduler_once_keys';
 export const RUN_LOGS_TABLE = 'scheduler_run_logs';
+export const AUDIT_TABLE = 'scheduler_audit';
 /** ctx.once keys: at most this many characters (191 x 4 bytes fits any InnoDB unique index in utf8mb4). */
 export const ONCE_KEY_MAX = 191;
 /** options.fingerprint: at most this many characters. */
@@ -304,6 +305,32 @@ const migrations: Migration[] = [
       await knex.schema.alterTable(NODES_TABLE, (t) => {
         t.dropColumn('store_host');
       });
+    },
+  },
+  {
+    // The audit trail: one row per operator action (pause, resume, a manual run or re-run, prune;
+    // later cancel and backfill), done or refused, read by `audit` and /api/audit.
+    name: '0013_audit',
+    async up(knex) {
+      await knex.schema.createTable(AUDIT_TABLE, (t) => {
+        t.bigIncrements('id').primary();
+        t.bigInteger('at').notNullable(); // store clock
+        t.string('actor', 200).notNullable(); // user@host (CLI) or the token's name (HTTP)
+        t.string('action', 32).notNullable();
+        t.string('job', 100).nullable();
+        t.string('period', 64).nullable(); // an ISO instant, or "from/to"
+        t.string('reason', 500).nullable();
+        t.boolean('force').notNullable().defaultTo(false);
+        t.string('result', 16).notNullable(); // done, refused
+        t.text('detail').nullable(); // why refused, or what was done
+        t.index(['at'], 'scheduler_audit_at');
+        t.index(['job', 'at'], 'scheduler_audit_job_at');
+      });
+      // Job names are compared byte-wise, as in the other tables.
+      if (knex.client.config.client === 'mysql2') await knex.raw('ALTER TABLE ?? MODIFY ?? VARCHAR(100) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL', [AUDIT_TABLE, 'job']);
+    },
+    async down(knex) {
+      await knex.schema.dropTableIfExists(AUDIT_TABLE);
     },
   },
   {

@@ -502,3 +502,46 @@ export interface OnceStore {
   /** Deletes expired keys (not one processing under a live holder), in batches; returns how many (with dryRun: would). */
   pruneExpired(options?: { dryRun?: boolean; batchSize?: number; signal?: AbortSignal }): Promise<number>;
 }
+
+/** Operator actions the audit trail records (`cancel` and `backfill` are for the commands to come). */
+export type AuditAction = 'pause' | 'resume' | 'run' | 'rerun' | 'prune' | 'cancel' | 'backfill';
+export const AUDIT_ACTIONS: readonly AuditAction[] = ['pause', 'resume', 'run', 'rerun', 'prune', 'cancel', 'backfill'];
+/** `done`: the action took effect; `refused`: it did not, and `detail` says why. */
+export type AuditResult = 'done' | 'refused';
+
+/** One operator action, as recorded (`scheduler_audit`). */
+export interface AuditEntry {
+  /** Who: `user@host` from the CLI, the token's name over HTTP (at most 200 characters). */
+  actor: string;
+  action: AuditAction;
+  job: string | null;
+  /** The period (an ISO instant) or range (`from/to`) acted on, if any (at most 64 characters). */
+  period: string | null;
+  reason: string | null;
+  force: boolean;
+  result: AuditResult;
+  /** Why it was refused, or what was done (e.g. `3 run rows deleted`). */
+  detail: string | null;
+}
+
+export interface AuditRecord extends AuditEntry {
+  id: string;
+  /** When (store clock), epoch ms. */
+  at: number;
+}
+
+export interface AuditQuery {
+  job?: string;
+  /** Only rows at or after this instant (store clock). */
+  since?: Date;
+  limit: number;
+}
+
+export interface AuditStore {
+  /** Writes one row, stamped by the store's clock; returns it as stored. */
+  record(entry: AuditEntry): Promise<AuditRecord>;
+  /** Newest first (at, then id). */
+  list(query: AuditQuery): Promise<AuditRecord[]>;
+  /** Deletes the rows older than `olderThan` (with dryRun: counts them); returns how many. */
+  prune(olderThan: Date, options?: { dryRun?: boolean }): Promise<number>;
+}

@@ -1,13 +1,13 @@
 /**
  * The retention rule (largest catchUp + margin) and the daemon's background pruner, over a fake store:
  * when it prunes, what it logs, that retention off or an unsafe retention prunes nothing, and that
- * stop() aborts a prune in progress.
+ * stop() aborts a prune in progress; the audit trail's rows pruned by their own retention.
  */
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import type { Job } from '../../src/jobs/types.js';
 import { PRUNE_MARGIN_MS, RetentionPruner, checkRetention, retentionRefusal } from '../../src/run/retention.js';
-import type { PruneOptions, PruneResult, RunStore } from '../../src/store/types.js';
+import type { AuditStore, PruneOptions, PruneResult, RunStore } from '../../src/store/types.js';
 
 const H = 3_600_000;
 const DAY = 24 * H;
@@ -125,5 +125,26 @@ describe('RetentionPruner (the daemon)', () => {
     await p.stop();
     expect(seen?.aborted).toBe(true);
     expect(p.last?.outcome).toBe('aborted');
+  });
+
+  it('audit rows go by their own retention, counted back from the store clock, even with the runs\' retention off or unsafe', async () => {
+    const NOW = Date.UTC(2026, 5, 1);
+    for (const [retentionMs, catchUp] of [[null, H], [2 * H, 6 * H], [30 * DAY, H]] as const) {
+      const { log, lines } = memoryLog();
+      const { store, calls } = fakeStore(() => result());
+      (store as unknown as { now: () => Promise<number> }).now = async () => NOW;
+      const cutoffs: Date[] = [];
+      const auditStore = { prune: async (olderThan: Date) => { cutoffs.push(olderThan); return 3; } } as unknown as AuditStore;
+      const p = new RetentionPruner({ store, retentionMs, auditStore, auditRetentionMs: 90 * DAY, jobs: jobs(['a', catchUp]), log, firstAfterMs: 1, everyMs: 1000 });
+      expect(p.start()).toBe(true);
+      await sleep(40);
+      await p.stop();
+      expect(cutoffs).toEqual([new Date(NOW - 90 * DAY)]);
+      expect(calls, String(retentionMs)).toHaveLength(retentionMs === 30 * DAY ? 1 : 0);
+      expect(lines.find((l) => String(l.msg) === 'prune: deleted 3 audit row(s) older than 90d')).toMatchObject({ deleted: 3, auditRetention: '90d' });
+    }
+    // Both off: nothing to do, nothing armed.
+    const { log } = memoryLog();
+    expect(new RetentionPruner({ store: fakeStore(() => result()).store, retentionMs: null, auditRetentionMs: null, jobs: [], log }).start()).toBe(false);
   });
 });
