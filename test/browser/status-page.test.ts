@@ -8,9 +8,10 @@ import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPageHandler } from '../../src/http/page/index.js';
 import {
-  PHONE, clickFilter, horizontalOverflow, jobNames, launchChromium, openJob, screenshot, servePage, summaryTiles, tableRows, visit,
+  LAPTOP, PHONE, clickFilter, horizontalOverflow, jobNames, launchChromium, openJob, screenshot, servePage, summaryTiles, tableRows, visit,
 } from '../helpers/browser.js';
-import { FIXTURE_NOW, FixtureReader, fixtureJobs } from '../helpers/status-fixtures.js';
+import { expectNoOverflow } from '../helpers/overflow.js';
+import { FIXTURE_NOW, FixtureReader, LONG_INVALID, LONG_NODES, fixtureJobs, longContentJobs } from '../helpers/status-fixtures.js';
 
 let browser: Browser;
 let server: Awaited<ReturnType<typeof servePage>>;
@@ -43,6 +44,7 @@ describe('status page in Chromium', () => {
     expect(await page.evaluate('typeof window.__injected')).toBe('undefined');
     expect(await page.$$eval('tr[data-node]', (rows) => rows.map((r) => (r.querySelectorAll('td')[1]?.textContent ?? '').trim()))).toEqual(['✓ running', '✓ running', '– stopped', '✗ silent']);
     expectWritten(await screenshot(page, 'status-page-laptop'));
+    await expectNoOverflow(page, '/', { scroll: 'none' });
     expect(problems).toEqual([]);
     await close();
   });
@@ -53,6 +55,7 @@ describe('status page in Chromium', () => {
     expect(await jobNames(page)).toEqual(['order-sync', 'retrying']);
     expect(await page.locator('nav.filters a[aria-current="page"]').getAttribute('data-filter')).toBe('failing');
     expectWritten(await screenshot(page, 'status-page-failing'));
+    await expectNoOverflow(page, '/?filter=failing', { scroll: 'none' });
 
     await clickFilter(page, 'never');
     expect(await jobNames(page)).toEqual(['fresh-job']);
@@ -70,15 +73,17 @@ describe('status page in Chromium', () => {
     expect(marked).toEqual([[3, '⇅ DST change: UTC offset +01:00 -> +02:00']]);
     expect(periods[3]![1]).toContain('2026-03-29 03:30:00 CEST');
     expectWritten(await screenshot(page, 'status-page-job'));
+    await expectNoOverflow(page, '/jobs/berlin-nightly', { scroll: 'none' });
     expect(problems).toEqual([]);
     await close();
   });
 
-  it('fits a phone (390×844): no horizontal overflow of the page on / and on a job page', async () => {
+  it('fits a phone (390×844): nothing overflows its box or the page on / and on a job page, wide tables scroll in their wrapper', async () => {
     for (const [path, name] of [['/', 'status-page-phone'], ['/jobs/order-sync', 'status-page-job-phone']] as const) {
       const { page, problems, close } = await visit(browser, server.baseUrl, path, PHONE);
       expect(await page.evaluate('window.innerWidth')).toBe(PHONE.width);
       expect(await horizontalOverflow(page)).toBe(0);
+      await expectNoOverflow(page, path);
       expectWritten(await screenshot(page, name));
       expect(problems).toEqual([]);
       await close();
@@ -103,11 +108,50 @@ describe('status page in Chromium', () => {
         expect(header.length).toBe(viewport ? 5 : 8);
         expect(await edges('tr[data-job="job-129"] td')).toEqual(header);
         expect(await horizontalOverflow(page)).toBe(0);
+        await expectNoOverflow(page, '/ (130 jobs)', { scroll: viewport ? 'wrappers' : 'none' });
         expect(problems).toEqual([]);
         await close();
       }
     } finally {
       await big.close();
+    }
+  });
+
+  it('fits a laptop (1280 px) and a phone (390 px) with long content: nothing overflows its box or the page, wide tables scroll inside their wrapper on a phone only', async () => {
+    // Long names, expressions, zones, errors, reasons, node ids and hosts; Redis not configured.
+    const jobs = longContentJobs();
+    const long = await servePage(createPageHandler(new FixtureReader(jobs, () => FIXTURE_NOW, { redis: 'none', nodes: LONG_NODES, invalid: LONG_INVALID }), { now: () => FIXTURE_NOW, refreshSeconds: 600 }));
+    // The store away: the sections that could not be read say so in a long badge; Redis down.
+    const away = new FixtureReader(fixtureJobs(), () => FIXTURE_NOW, { redis: 'down' });
+    away.jobs = async () => { throw new Error('store away'); };
+    away.nodes = async () => { throw new Error('store away'); };
+    const down = await servePage(createPageHandler(away, { now: () => FIXTURE_NOW, refreshSeconds: 600 }));
+    try {
+      const pages = [
+        ...['/', '/?filter=paused', ...jobs.map((j) => `/jobs/${encodeURIComponent(j.name)}`)].map((path) => [long.baseUrl, path] as const),
+        [down.baseUrl, '/'] as const,
+      ];
+      for (const viewport of [LAPTOP, PHONE]) {
+        const width = viewport === PHONE ? 'phone' : 'laptop';
+        for (const [base, path] of pages) {
+          const { page, problems, close } = await visit(browser, base, path, viewport);
+          // Every run's output opened, as a click on `output` would.
+          await page.evaluate(`document.querySelectorAll('details').forEach((d) => { d.open = true; })`);
+          const where = `${path}${base === down.baseUrl ? ' (store away)' : ''}`;
+          if (path === '/' && base === long.baseUrl) {
+            expect(await summaryTiles(page)).toMatchObject({ redis: '– none (no Redis configured)' });
+            expectWritten(await screenshot(page, `status-page-long-${width}`));
+          }
+          if (path === `/jobs/${jobs.at(-7)!.name}`) expectWritten(await screenshot(page, `status-page-long-job-${width}`));
+          if (base === down.baseUrl) expectWritten(await screenshot(page, `status-page-away-${width}`));
+          await expectNoOverflow(page, where, { scroll: viewport === PHONE ? 'wrappers' : 'none' });
+          expect(problems).toEqual([]);
+          await close();
+        }
+      }
+    } finally {
+      await long.close();
+      await down.close();
     }
   });
 
