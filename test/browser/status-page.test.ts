@@ -10,7 +10,7 @@ import { createPageHandler } from '../../src/http/page/index.js';
 import {
   LAPTOP, PHONE, clickFilter, horizontalOverflow, jobNames, launchChromium, openJob, screenshot, servePage, summaryTiles, tableRows, visit,
 } from '../helpers/browser.js';
-import { expectNoOverflow } from '../helpers/overflow.js';
+import { expectNoOverflow, overflowOffenders } from '../helpers/overflow.js';
 import { FIXTURE_NOW, FixtureReader, LONG_INVALID, LONG_NODES, fixtureJobs, longContentJobs } from '../helpers/status-fixtures.js';
 
 let browser: Browser;
@@ -153,6 +153,34 @@ describe('status page in Chromium', () => {
     } finally {
       await long.close();
       await down.close();
+    }
+  });
+
+  it('the overflow check names what overflows: an ellipsis-cut badge, text spilling out of its box, an element past the viewport; a scrolling wrapper only when nothing may scroll', async () => {
+    const sample = await servePage(async () => ({ status: 200, html: `<!doctype html><html><head><meta name="viewport" content="width=device-width, initial-scale=1"><style>
+      body{margin:0;font:14px sans-serif} .card{width:100px} .cut{display:inline-block;max-width:100%;white-space:nowrap;overflow:hidden;text-overflow:ellipsis}
+      .wrap{overflow-x:auto;width:200px} .wrap table{width:400px} .spill{width:50px;white-space:nowrap} .far{margin-left:1000px;width:200px}
+      </style></head><body>
+      <div class="card"><span class="cut" id="badge">– none (no Redis configured)</span></div>
+      <div class="wrap" id="wrapper"><table><tr><td>a table wider than its wrapper, which scrolls</td></tr></table></div>
+      <div class="spill" id="spill">a line that spills out of its box</div>
+      <div class="fits">a line that fits</div>
+      <div class="far" id="far">past the right edge</div>
+      </body></html>` }));
+    try {
+      const { page, close } = await visit(browser, sample.baseUrl, '/', PHONE);
+      const offenders = await overflowOffenders(page);
+      expect(offenders.find((o) => o.startsWith('document:'))).toBe(`document: 1200px wide in a ${PHONE.width}px viewport (it scrolls sideways)`);
+      expect(offenders.find((o) => o.startsWith('span#badge'))).toMatch(/^span#badge: content \d+px wide in a \d+px box, its text cut by an ellipsis, text "– none \(no Redis configured\)"$/);
+      expect(offenders.find((o) => o.startsWith('div#spill'))).toMatch(/^div#spill: content \d+px wide in a 50px box, text "a line that spills out of its box"$/);
+      expect(offenders.find((o) => o.startsWith('div#far'))).toBe('div#far: spans x 1000px..1200px (200px), outside the viewport at 0px..390px, text "past the right edge"');
+      expect(offenders).toHaveLength(4);
+      // On a laptop's terms nothing may scroll sideways, not even a wrapper made for it.
+      expect((await overflowOffenders(page, { scroll: 'none' })).find((o) => o.startsWith('div#wrapper'))).toMatch(/^div#wrapper: content 400px wide in a 200px box \(it scrolls sideways\)/);
+      await expect(expectNoOverflow(page, 'the sample')).rejects.toThrow(/^the sample at 390px: 4 element\(s\) overflow\n  - document: /);
+      await close();
+    } finally {
+      await sample.close();
     }
   });
 

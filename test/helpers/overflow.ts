@@ -1,5 +1,5 @@
 /**
- * What overflows a page, measured in the page: the document wider than the viewport, an element
+ * What overflows a page, measured in the page: the document wider than the (layout) viewport, an element
  * whose content is wider than its own box (a header cut at a table's edge, a badge spilling out of
  * its tile, text cut by an ellipsis), an element outside its nearest scrolling or clipping
  * container. A box that deliberately scrolls (overflow-x auto or scroll: the tables' wrappers on a
@@ -17,8 +17,9 @@ export interface OverflowOptions {
 // In the page, as a string: the type-check has no DOM library. Returns the offenders' descriptions.
 const CHECK = `((scrollAllowed) => {
   const out = [];
-  const viewport = window.innerWidth;
   const doc = document.documentElement;
+  // The layout viewport: on a phone innerWidth grows to a page that is too wide (the page is zoomed out to fit), clientWidth does not.
+  const viewport = doc.clientWidth;
   if (doc.scrollWidth > viewport) out.push({ el: null, text: 'document: ' + doc.scrollWidth + 'px wide in a ' + viewport + 'px viewport (it scrolls sideways)' });
   const styles = new Map();
   const style = (el) => { let s = styles.get(el); if (!s) { s = getComputedStyle(el); styles.set(el, s); } return s; };
@@ -87,7 +88,7 @@ export async function overflowOffenders(page: Page, options: OverflowOptions = {
 export async function expectNoOverflow(page: Page, where: string, options: OverflowOptions = {}): Promise<void> {
   const offenders = await overflowOffenders(page, options);
   if (offenders.length === 0) return;
-  const width = await page.evaluate<number>('window.innerWidth');
+  const width = await page.evaluate<number>('document.documentElement.clientWidth');
   const shown = offenders.slice(0, 25).map((o) => `  - ${o}`).join('\n');
   const more = offenders.length > 25 ? `\n  … and ${offenders.length - 25} more` : '';
   throw new Error(`${where} at ${width}px: ${offenders.length} element(s) overflow\n${shown}${more}`);
