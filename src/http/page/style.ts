@@ -27,7 +27,8 @@ td.num,th.num{text-align:right;white-space:nowrap}
 /* Node ids, hosts, versions: long words that may break anywhere, so that their table fits. */
 td.id{overflow-wrap:anywhere;min-width:6em}
 td.name{font-weight:600;overflow-wrap:anywhere;min-width:8em}
-time{white-space:nowrap}time.wall{white-space:normal}time.wall span{white-space:nowrap}.rel{color:#5f6b7a;font-size:12px;white-space:nowrap}
+/* A wall time (the only <time> with a <span>: date <span>clock zone</span>) may wrap after its date. */
+time{white-space:nowrap}time:has(>span){white-space:normal}time>span{white-space:nowrap}.rel{color:#5f6b7a;font-size:12px;white-space:nowrap}
 /* A badge wraps rather than cut its text (a whole word breaks only if it is wider than the column). */
 .badge{display:inline-block;max-width:100%;padding:0 6px;border-radius:3px;font-size:12px;font-weight:600;white-space:normal;overflow-wrap:break-word;border:1px solid transparent}
 .badge.ok{background:#e6f4ea;color:#137333;border-color:#a8dab5}
