@@ -2,14 +2,16 @@
  * The status page of a real daemon (`bin/scheduler run`, SQLite, its HTTP server on a free port) in
  * headless Chromium: the page a user opens, over rows the daemon's own runs wrote. It loads without
  * console errors or failed requests, the failing filter shows the failing job only, a paused job is
- * marked, and a click on a job leads to its attempts. Screenshots go to test-artifacts/.
+ * marked, and a click on a job leads to its attempts; nothing overflows at a laptop's or a phone's
+ * width (test/helpers/overflow.ts). Screenshots go to test-artifacts/.
  */
 import { statSync } from 'node:fs';
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../helpers/cli.js';
 import { jobSource } from '../helpers/job-sources.js';
-import { clickFilter, jobNames, launchChromium, openJob, screenshot, tableRows, visit } from '../helpers/browser.js';
+import { PHONE, clickFilter, jobNames, launchChromium, openJob, screenshot, summaryTiles, tableRows, visit } from '../helpers/browser.js';
+import { expectNoOverflow } from '../helpers/overflow.js';
 import { waitFor } from '../helpers/redis.js';
 import { singleNode } from '../helpers/single-node.js';
 
@@ -56,6 +58,9 @@ describe('status page of a real daemon, in Chromium', () => {
     expect(await jobNames(page)).toEqual(['broken', 'held', 'steady', 'yearly']);
     expect(await page.locator('tr[data-job="held"]').textContent()).toContain('db upgrade');
     expect(statSync(await screenshot(page, 'daemon-status-page')).size).toBeGreaterThan(1000);
+    // Issue 22: at a laptop's width the Redis card's badge (no Redis here) and the jobs table fit.
+    expect(await summaryTiles(page)).toMatchObject({ redis: '– none (no Redis configured)' });
+    await expectNoOverflow(page, '/ (daemon)', { scroll: 'none' });
 
     await clickFilter(page, 'failing');
     expect(await jobNames(page)).toEqual(['broken']);
@@ -75,8 +80,18 @@ describe('status page of a real daemon, in Chromium', () => {
     expect(runs.map((r) => r.join(' | ')).filter((r) => /succeeded/.test(r)).length, runs.map((r) => r.join(' | ')).join('\n')).toBeGreaterThan(0);
     expect(await tableRows(page, 'periods')).toHaveLength(10);
     expect(statSync(await screenshot(page, 'daemon-job-page')).size).toBeGreaterThan(1000);
+    await expectNoOverflow(page, '/jobs/steady (daemon)', { scroll: 'none' });
     expect(problems).toEqual([]);
     await close();
+
+    // And on a phone, where the wide tables scroll inside their wrappers.
+    for (const [path, name] of [['/', 'daemon-status-page-phone'], ['/jobs/broken', 'daemon-job-page-phone']] as const) {
+      const phone = await visit(browser, base, path, PHONE);
+      expect(statSync(await screenshot(phone.page, name)).size).toBeGreaterThan(1000);
+      await expectNoOverflow(phone.page, `${path} (daemon)`);
+      expect(phone.problems).toEqual([]);
+      await phone.close();
+    }
     expect(await d.stop('SIGTERM')).toBe(0);
   });
 });

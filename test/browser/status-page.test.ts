@@ -8,9 +8,10 @@ import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPageHandler } from '../../src/http/page/index.js';
 import {
-  PHONE, clickFilter, horizontalOverflow, jobNames, launchChromium, openJob, screenshot, servePage, summaryTiles, tableRows, visit,
+  LAPTOP, PHONE, clickFilter, horizontalOverflow, jobNames, launchChromium, openJob, screenshot, servePage, summaryTiles, tableRows, visit,
 } from '../helpers/browser.js';
-import { FIXTURE_NOW, FixtureReader, fixtureJobs } from '../helpers/status-fixtures.js';
+import { expectNoOverflow, overflowOffenders } from '../helpers/overflow.js';
+import { FIXTURE_NOW, FixtureReader, LONG_INVALID, LONG_NODES, fixtureJobs, longContentJobs } from '../helpers/status-fixtures.js';
 
 let browser: Browser;
 let server: Awaited<ReturnType<typeof servePage>>;
@@ -43,6 +44,7 @@ describe('status page in Chromium', () => {
     expect(await page.evaluate('typeof window.__injected')).toBe('undefined');
     expect(await page.$$eval('tr[data-node]', (rows) => rows.map((r) => (r.querySelectorAll('td')[1]?.textContent ?? '').trim()))).toEqual(['✓ running', '✓ running', '– stopped', '✗ silent']);
     expectWritten(await screenshot(page, 'status-page-laptop'));
+    await expectNoOverflow(page, '/', { scroll: 'none' });
     expect(problems).toEqual([]);
     await close();
   });
@@ -53,6 +55,7 @@ describe('status page in Chromium', () => {
     expect(await jobNames(page)).toEqual(['order-sync', 'retrying']);
     expect(await page.locator('nav.filters a[aria-current="page"]').getAttribute('data-filter')).toBe('failing');
     expectWritten(await screenshot(page, 'status-page-failing'));
+    await expectNoOverflow(page, '/?filter=failing', { scroll: 'none' });
 
     await clickFilter(page, 'never');
     expect(await jobNames(page)).toEqual(['fresh-job']);
@@ -70,15 +73,17 @@ describe('status page in Chromium', () => {
     expect(marked).toEqual([[3, '⇅ DST change: UTC offset +01:00 -> +02:00']]);
     expect(periods[3]![1]).toContain('2026-03-29 03:30:00 CEST');
     expectWritten(await screenshot(page, 'status-page-job'));
+    await expectNoOverflow(page, '/jobs/berlin-nightly', { scroll: 'none' });
     expect(problems).toEqual([]);
     await close();
   });
 
-  it('fits a phone (390×844): no horizontal overflow of the page on / and on a job page', async () => {
+  it('fits a phone (390×844): nothing overflows its box or the page on / and on a job page, wide tables scroll in their wrapper', async () => {
     for (const [path, name] of [['/', 'status-page-phone'], ['/jobs/order-sync', 'status-page-job-phone']] as const) {
       const { page, problems, close } = await visit(browser, server.baseUrl, path, PHONE);
       expect(await page.evaluate('window.innerWidth')).toBe(PHONE.width);
       expect(await horizontalOverflow(page)).toBe(0);
+      await expectNoOverflow(page, path);
       expectWritten(await screenshot(page, name));
       expect(problems).toEqual([]);
       await close();
@@ -103,11 +108,79 @@ describe('status page in Chromium', () => {
         expect(header.length).toBe(viewport ? 5 : 8);
         expect(await edges('tr[data-job="job-129"] td')).toEqual(header);
         expect(await horizontalOverflow(page)).toBe(0);
+        await expectNoOverflow(page, '/ (130 jobs)', { scroll: viewport ? 'wrappers' : 'none' });
         expect(problems).toEqual([]);
         await close();
       }
     } finally {
       await big.close();
+    }
+  });
+
+  it('fits a laptop (1280 px) and a phone (390 px) with long content: nothing overflows its box or the page, wide tables scroll inside their wrapper on a phone only', async () => {
+    // Long names, expressions, zones, errors, reasons, node ids and hosts; Redis not configured.
+    const jobs = longContentJobs();
+    const long = await servePage(createPageHandler(new FixtureReader(jobs, () => FIXTURE_NOW, { redis: 'none', nodes: LONG_NODES, invalid: LONG_INVALID }), { now: () => FIXTURE_NOW, refreshSeconds: 600 }));
+    // The store away: the sections that could not be read say so in a long badge; Redis down.
+    const away = new FixtureReader(fixtureJobs(), () => FIXTURE_NOW, { redis: 'down' });
+    away.jobs = async () => { throw new Error('store away'); };
+    away.nodes = async () => { throw new Error('store away'); };
+    const down = await servePage(createPageHandler(away, { now: () => FIXTURE_NOW, refreshSeconds: 600 }));
+    try {
+      const pages = [
+        // The job pages of the long jobs (one per run status); the fixture's own are checked above.
+        ...['/', '/?filter=paused', ...jobs.slice(fixtureJobs().length).map((j) => `/jobs/${encodeURIComponent(j.name)}`)].map((path) => [long.baseUrl, path] as const),
+        [down.baseUrl, '/'] as const,
+      ];
+      for (const viewport of [LAPTOP, PHONE]) {
+        const width = viewport === PHONE ? 'phone' : 'laptop';
+        for (const [base, path] of pages) {
+          const { page, problems, close } = await visit(browser, base, path, viewport);
+          // Every run's output opened, as a click on `output` would.
+          await page.evaluate(`document.querySelectorAll('details').forEach((d) => { d.open = true; })`);
+          const where = `${path}${base === down.baseUrl ? ' (store away)' : ''}`;
+          if (path === '/' && base === long.baseUrl) {
+            expect(await summaryTiles(page)).toMatchObject({ redis: '– none (no Redis configured)' });
+            expectWritten(await screenshot(page, `status-page-long-${width}`));
+          }
+          if (path === `/jobs/${jobs.at(-7)!.name}`) expectWritten(await screenshot(page, `status-page-long-job-${width}`));
+          if (base === down.baseUrl) expectWritten(await screenshot(page, `status-page-away-${width}`));
+          await expectNoOverflow(page, where, { scroll: viewport === PHONE ? 'wrappers' : 'none' });
+          expect(problems).toEqual([]);
+          await close();
+        }
+      }
+    } finally {
+      await long.close();
+      await down.close();
+    }
+  });
+
+  it('the overflow check names what overflows: an ellipsis-cut badge, text spilling out of its box, an element past the viewport; a scrolling wrapper only when nothing may scroll', async () => {
+    const sample = await servePage(async () => ({ status: 200, html: `<!doctype html><html><head><meta name="viewport" content="width=device-width, initial-scale=1"><style>
+      body{margin:0;font:14px sans-serif} .card{width:100px} .cut{display:inline-block;max-width:100%;white-space:nowrap;overflow:hidden;text-overflow:ellipsis}
+      .wrap{overflow-x:auto;width:200px} .wrap table{width:400px} .spill{width:50px;white-space:nowrap} .far{margin-left:1000px;width:200px}
+      </style></head><body>
+      <div class="card"><span class="cut" id="badge">– none (no Redis configured)</span></div>
+      <div class="wrap" id="wrapper"><table><tr><td>a table wider than its wrapper, which scrolls</td></tr></table></div>
+      <div class="spill" id="spill">a line that spills out of its box</div>
+      <div class="fits">a line that fits</div>
+      <div class="far" id="far">past the right edge</div>
+      </body></html>` }));
+    try {
+      const { page, close } = await visit(browser, sample.baseUrl, '/', PHONE);
+      const offenders = await overflowOffenders(page);
+      expect(offenders.find((o) => o.startsWith('document:'))).toBe(`document: 1200px wide in a ${PHONE.width}px viewport (it scrolls sideways)`);
+      expect(offenders.find((o) => o.startsWith('span#badge'))).toMatch(/^span#badge: content \d+px wide in a \d+px box, its text cut by an ellipsis, text "– none \(no Redis configured\)"$/);
+      expect(offenders.find((o) => o.startsWith('div#spill'))).toMatch(/^div#spill: content \d+px wide in a 50px box, text "a line that spills out of its box"$/);
+      expect(offenders.find((o) => o.startsWith('div#far'))).toBe('div#far: spans x 1000px..1200px (200px), outside the viewport at 0px..390px, text "past the right edge"');
+      expect(offenders).toHaveLength(4);
+      // On a laptop's terms nothing may scroll sideways, not even a wrapper made for it.
+      expect((await overflowOffenders(page, { scroll: 'none' })).find((o) => o.startsWith('div#wrapper'))).toMatch(/^div#wrapper: content 400px wide in a 200px box \(it scrolls sideways\)/);
+      await expect(expectNoOverflow(page, 'the sample')).rejects.toThrow(/^the sample at 390px: 4 element\(s\) overflow\n  - document: /);
+      await close();
+    } finally {
+      await sample.close();
     }
   });
 

@@ -15,7 +15,7 @@ export const HOSTILE_ERROR = '<script>window.__injected = true</script><img src=
 const iso = (ms: number) => new Date(ms).toISOString();
 const ago = (minutes: number) => iso(FIXTURE_NOW.getTime() - minutes * 60_000);
 
-interface FixtureJob {
+export interface FixtureJob {
   name: string;
   schedule: string;
   timezone: string;
@@ -24,6 +24,7 @@ interface FixtureJob {
   running?: number;
   failures24h?: number;
   missed24h?: number;
+  shards?: number;
 }
 
 function run(job: string, scheduledAt: string, status: RunView['status'], extra: Partial<RunView> = {}): RunView {
@@ -86,6 +87,52 @@ export const FIXTURE_NODES: NodeView[] = [
 
 export const FIXTURE_INVALID: InvalidJobView[] = [{ file: 'broken.ts', problems: ['schedule: \'<img src=x onerror="window.__injected=true">\' is not a cron expression'] }];
 
+/**
+ * Long content for the overflow checks (a page at a laptop's and a phone's width): long names with
+ * and without break points, long expressions and zones, every run status with long errors and
+ * reasons, paused jobs with long reasons, several attempts.
+ */
+export function longContentJobs(): FixtureJob[] {
+  const at = '2026-03-25T09:00:00.000Z';
+  const statuses: RunView['status'][] = ['succeeded', 'failed', 'timed_out', 'abandoned', 'interrupted', 'skipped', 'pending', 'running'];
+  const long = statuses.map((status, i): FixtureJob => {
+    const name = i % 2 === 0 ? `nightly-warehouse-export-of-every-customer-order-${status}` : `aVeryLongJobNameWithoutAnyBreakPointWhatsoever${status}`;
+    const ended = run(name, at, status === 'running' ? 'failed' : status, {
+      attempt: status === 'pending' ? 7 : 1, shard: i === 1 ? 13 : 0, nodeId: LONG_NODES[4]!.id,
+      reason: status === 'skipped' ? 'overlap with the attempt still running on another node' : status === 'abandoned' ? 'lease lost: node stopped heartbeating' : null,
+      error: status === 'succeeded' || status === 'skipped' ? null : `Error: connect ECONNREFUSED 10.20.30.40:5432 while writing batch 17 of 230 to warehouse.orders_2026_03_partitioned_by_customer_region_and_day (${status}) ${'x'.repeat(80)}`,
+      output: status === 'failed' ? `${'a very long line of output without a newline '.repeat(12)}\n${'y'.repeat(300)}` : null,
+    });
+    return {
+      name, shards: i === 1 ? 16 : 1,
+      schedule: i % 2 === 0 ? '0 0,15,30,45 1-5,13-17 1-7,15-21 JAN-MAR,JUL-SEP MON-FRI' : '*/7 * * * * *',
+      timezone: i % 2 === 0 ? 'America/Argentina/ComodRivadavia' : 'Europe/Berlin',
+      failures24h: i * 1111, missed24h: i * 222, running: status === 'running' ? 12 : 0,
+      ...(i % 3 === 0 ? { paused: { reason: `paused for the data-centre migration of the orders database to the new cluster, ask #ops-oncall before resuming (${status})`, since: ago(4000) } } : {}),
+      runs: status === 'running' ? [run(name, at, 'running', { nodeId: LONG_NODES[4]!.id }), ended] : [ended],
+    };
+  });
+  return [...fixtureJobs(), ...long];
+}
+
+/** Nodes with long ids and hosts, in every state. */
+export const LONG_NODES: NodeView[] = [
+  ...FIXTURE_NODES,
+  { id: 'cron-worker-eu-west-1a-7f9c2d1e-4b3a-4c2e-9f1d-0123456789ab', host: 'ip-10-20-30-40.eu-west-1.compute.internal', pid: 4194304, version: '0.1.0-rc.12+build.20260325', startedAt: ago(60000), heartbeatAt: ago(0.1), inFlight: 128, clockOffsetMs: -123456, state: 'stopping', alive: true, storeHost: 'orders-primary.cluster-abcdefghijkl.eu-west-1.rds.amazonaws.com:5432' },
+  { id: 'NodeIdWithoutAnyBreakPointAtAllForTheWidthCheck0123456789', host: 'a-rather-long-hostname-without-dots-for-the-width-check', pid: 5, version: '0.1.0', startedAt: ago(10), heartbeatAt: ago(100), inFlight: 0, clockOffsetMs: 0, state: 'running', alive: false, storeHost: null },
+];
+
+export const LONG_INVALID: InvalidJobView[] = [
+  ...FIXTURE_INVALID,
+  { file: '/etc/cluster-cron/jobs/teams/warehouse/exports/nightly-warehouse-export-of-every-customer-order.ts', problems: ['timezone: \'America/Argentina/ComodRivadavia_Nowhere_At_All\' is not an IANA zone', `name: ${'x'.repeat(120)} is longer than 100 characters`] },
+];
+
+export interface FixtureOptions {
+  redis?: SummaryView['redis'];
+  nodes?: NodeView[];
+  invalid?: InvalidJobView[];
+}
+
 function jobView(job: FixtureJob, now: Date): JobView {
   const schedule = compileSchedule(job.schedule, job.timezone);
   const newest = job.runs[0];
@@ -97,19 +144,19 @@ function jobView(job: FixtureJob, now: Date): JobView {
     lastEnded: ((e) => (e ? { scheduledAt: e.scheduledAt, status: e.status, finishedAt: e.finishedAt, attempt: e.attempt, error: e.error } : null))(job.runs.find((r) => r.status !== 'running' && r.status !== 'pending')),
     lastSuccessAt: success?.finishedAt ?? null,
     paused: job.paused ?? null, running: job.running ?? 0, failures24h: job.failures24h ?? 0, missed24h: job.missed24h ?? 0,
-    overlap: 'skip', timeout: 600_000, retries: 2, shards: 1, file: `/etc/cluster-cron/jobs/${job.name}.ts`,
+    overlap: 'skip', timeout: 600_000, retries: 2, shards: job.shards ?? 1, file: `/etc/cluster-cron/jobs/${job.name}.ts`,
   };
 }
 
 /** The reader; `jobs` may be replaced (the bench and the tests make their own lists). */
 export class FixtureReader implements StatusReader {
-  constructor(private readonly list: FixtureJob[] = fixtureJobs(), private readonly now: () => Date = () => FIXTURE_NOW) {}
+  constructor(private readonly list: FixtureJob[] = fixtureJobs(), private readonly now: () => Date = () => FIXTURE_NOW, private readonly options: FixtureOptions = {}) {}
 
   async summary(): Promise<SummaryView> {
     const jobs = this.list.map((j) => jobView(j, this.now()));
     return {
-      nodeId: 'node-a', version: '0.1.0', nodesAlive: FIXTURE_NODES.filter((n) => n.alive).length,
-      store: { kind: 'postgres', state: 'ok' }, redis: 'degraded', jobs: jobs.length, invalidJobs: FIXTURE_INVALID.length,
+      nodeId: 'node-a', version: '0.1.0', nodesAlive: this.nodeList().filter((n) => n.alive).length,
+      store: { kind: 'postgres', state: 'ok' }, redis: this.options.redis ?? 'degraded', jobs: jobs.length, invalidJobs: this.invalid().length,
       paused: jobs.filter((j) => j.paused).length, running: jobs.reduce((n, j) => n + j.running, 0),
       failures24h: jobs.reduce((n, j) => n + j.failures24h, 0), missed24h: jobs.reduce((n, j) => n + j.missed24h, 0),
       clockOffsetMs: 3, readAt: iso(this.now().getTime() - 2000),
@@ -138,10 +185,14 @@ export class FixtureReader implements StatusReader {
   }
 
   async nodes(): Promise<NodeView[]> {
-    return FIXTURE_NODES;
+    return this.nodeList();
+  }
+
+  private nodeList(): NodeView[] {
+    return this.options.nodes ?? FIXTURE_NODES;
   }
 
   invalid(): InvalidJobView[] {
-    return FIXTURE_INVALID;
+    return this.options.invalid ?? FIXTURE_INVALID;
   }
 }

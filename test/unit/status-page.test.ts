@@ -52,10 +52,10 @@ describe('status page handler', () => {
 
   it('shows times in the job\'s zone with relative times, and UTC on hover', async () => {
     const html = (await get('/jobs/berlin-nightly'))!.html;
-    expect(html).toContain('<time title="2026-03-26T02:30:00.000Z (UTC)">2026-03-26 03:30:00 CET</time> <span class="rel">in 16h</span>');
+    expect(html).toContain('<time title="2026-03-26T02:30:00.000Z (UTC)">2026-03-26 <span>03:30:00 CET</span></time> <span class="rel">in 16h</span>');
     // One DST mark, on the first period after the change.
     expect(html.match(/data-dst/g)).toHaveLength(1);
-    expect(html).toMatch(/2026-03-29 03:30:00 CEST<\/time>.*<code>\+02:00<\/code>.*DST change: UTC offset \+01:00 -&gt; \+02:00/);
+    expect(html).toMatch(/2026-03-29 <span>03:30:00 CEST<\/span><\/time>.*<code>\+02:00<\/code>.*DST change: UTC offset \+01:00 -&gt; \+02:00/);
     expect(html.match(/<tr data-period=/g)).toHaveLength(30);
   });
 

@@ -56,12 +56,16 @@ export function wallTimeByParts(instant: Date, timezone: string): string {
 /** `in 3m`, `2h ago`, `now`: the largest unit only, as `list` and `history` show it. */
 export { relativeTime };
 
-/** A `<time>` (no datetime attribute: the title has it, and a 1,000-row table pays for every byte) with the wall time in the zone, the relative time, and UTC in the title. */
+/** A `<time>` (no datetime attribute: the title has it, and a 1,000-row table pays for every byte) with the wall time in the zone, the relative time, and UTC in the title. The wall time may wrap after its date in a narrow column (`<span>` around the clock and the zone: no class, as a 1,000-row table pays for every byte); the relative time does not. */
 export function timeCell(iso: string | null, timezone: string, now: Date): Markup {
   if (iso === null) return html`<span class="none">–</span>`;
   const instant = new Date(iso);
   if (Number.isNaN(instant.getTime())) return html`${iso}`;
-  return html`<time title="${instant.toISOString()} (UTC)">${wallTime(instant, timezone)}</time> <span class="rel">${relativeTime(instant, now)}</span>`;
+  const wall = wallTime(instant, timezone);
+  const cut = wall.indexOf(' ');
+  // The date, then the clock and the zone kept together (a zone like `GMT-4` must not break at its hyphen).
+  const text = cut > 0 ? html`${wall.slice(0, cut)} <span>${wall.slice(cut + 1)}</span>` : wall;
+  return html`<time title="${instant.toISOString()} (UTC)">${text}</time> <span class="rel">${relativeTime(instant, now)}</span>`;
 }
 
 /** Relative only, the wall time in the zone and UTC on hover: for the later periods of a row. */
@@ -69,6 +73,11 @@ export function relativeInZone(iso: string, timezone: string, now: Date): Markup
   const instant = new Date(iso);
   if (Number.isNaN(instant.getTime())) return html`${iso}`;
   return html`<time title="${wallTime(instant, timezone)} · ${instant.toISOString()} (UTC)">${relativeTime(instant, now)}</time>`;
+}
+
+/** An IANA zone that may wrap after each `/` in a narrow column (`America/<wbr>Argentina/<wbr>Cordoba`). */
+export function zoneText(timezone: string): Markup {
+  return html`${timezone.split('/').map((part, i) => html`${i > 0 ? html`/<wbr>` : ''}${part}`)}`;
 }
 
 /** Relative only (nodes' heartbeats), UTC on hover. */

@@ -5,7 +5,7 @@
 import { shardText } from '../../output/periods.js';
 import type { InvalidJobView, JobDetailView, JobView, NodeView, RunView, SummaryView } from '../../status/model.js';
 import type { RunStatus } from '../../store/types.js';
-import { durationText, relativeCell, relativeInZone, timeCell } from './format.js';
+import { durationText, relativeCell, relativeInZone, timeCell, zoneText } from './format.js';
 import { html, Markup, type Fragment } from './html.js';
 import { STYLESHEET } from './style.js';
 
@@ -52,7 +52,7 @@ const STATUS_LOOK: Record<RunStatus, { symbol: string; tone: 'ok' | 'bad' | 'war
 
 export function statusBadge(status: RunStatus, reason: string | null = null): Markup {
   const look = STATUS_LOOK[status] ?? { symbol: '?', tone: 'idle' };
-  return html`<span class="badge ${look.tone}" data-status="${status}">${look.symbol} ${status.replace('_', ' ')}${reason ? html` <span class="reason">(${reason})</span>` : ''}</span>`;
+  return html`<span class="badge ${look.tone}" data-status="${status}">${look.symbol} ${status.replace('_', ' ')}${reason ? html`<span class="reason"> (${reason})</span>` : ''}</span>`;
 }
 
 function stateBadge(text: string, tone: 'ok' | 'bad' | 'warn' | 'idle', symbol: string): Markup {
@@ -146,7 +146,7 @@ function jobRow(job: JobView, now: Date): Markup {
   return html`<tr data-job="${job.name}">
 <td class="name"><a href="${jobHref(job.name)}">${job.name}</a></td>
 <td class="wide"><code class="expr">${job.schedule}</code></td>
-<td class="wide">${job.timezone}</td>
+<td class="wide">${zoneText(job.timezone)}</td>
 <td>${next ? timeCell(next, job.timezone, now) : html`<span class="none">none</span>`}${later.length > 0 ? html`<div class="small muted wide">then ${later.slice(0, 2).map((p, i) => html`${i > 0 ? ', ' : ''}${relativeInZone(p, job.timezone, now)}`)}</div>` : ''}</td>
 <td>${last ? html`${statusBadge(last.status)}${last.attempt > 1 ? html` <span class="small muted">attempt ${last.attempt}</span>` : ''}<div class="small">${timeCell(last.scheduledAt, job.timezone, now)}</div>${last.error ? html`<div class="error small">${firstLine(last.error)}</div>` : ''}` : html`<span class="badge idle" data-status="never">– never ran</span>`}</td>
 <td>${job.running > 0 ? statusBadge('running') : ''}${job.running > 1 ? html` ×${job.running}` : ''}</td>
@@ -207,7 +207,7 @@ export function nodesSection(nodes: NodeView[], now: Date): Markup {
 ${sorted.length === 0 ? html`<p class="muted">No node has written a heartbeat yet.</p>` : html`<div class="scroll"><table class="nodes">
 <thead><tr><th>node</th><th>state</th><th>heartbeat</th><th class="wide">host</th><th class="wide">pid</th><th>version</th><th>in flight</th><th class="wide">clock offset</th><th class="wide">writes to</th><th class="wide">started</th></tr></thead>
 <tbody>
-${sorted.map((n) => html`<tr data-node="${n.id}"><td class="id">${n.id}</td><td>${nodeStateBadge(n)}</td><td>${relativeCell(n.heartbeatAt, now)}</td><td class="wide">${n.host}</td><td class="wide num">${n.pid}</td><td>${n.version}</td><td class="num">${n.inFlight}</td><td class="wide num">${n.clockOffsetMs} ms</td><td class="wide">${n.storeHost ?? '–'}</td><td class="wide">${relativeCell(n.startedAt, now)}</td></tr>`)}
+${sorted.map((n) => html`<tr data-node="${n.id}"><td class="id">${n.id}</td><td>${nodeStateBadge(n)}</td><td>${relativeCell(n.heartbeatAt, now)}</td><td class="wide id">${n.host}</td><td class="wide num">${n.pid}</td><td class="id">${n.version}</td><td class="num">${n.inFlight}</td><td class="wide num">${n.clockOffsetMs} ms</td><td class="wide id">${n.storeHost ?? '–'}</td><td class="wide">${relativeCell(n.startedAt, now)}</td></tr>`)}
 </tbody></table></div>`}
 </section>`;
 }
@@ -224,7 +224,7 @@ export function jobPageBody(detail: JobDetailView, now: Date): Markup {
 <h1 class="job-title">${job.name}${job.paused ? html` <span class="badge warn">‖ paused</span>` : ''}${job.running > 0 ? html` ${statusBadge('running')}` : ''}</h1>
 <dl class="facts">
 ${fact('schedule', html`<code>${job.schedule}</code>`)}
-${fact('zone', job.timezone)}
+${fact('zone', zoneText(job.timezone))}
 ${fact('last run', job.last ? html`${statusBadge(job.last.status)} ${timeCell(job.last.scheduledAt, job.timezone, now)}` : 'never')}
 ${fact('last success', timeCell(job.lastSuccessAt, job.timezone, now))}
 ${fact('failures / missed, 24 h', `${job.failures24h} / ${job.missed24h}`)}
@@ -252,7 +252,7 @@ ${runs.map((r) => runRow(r, job.timezone, now, job.shards))}
 }
 
 function runRow(run: RunView, timezone: string, now: Date, shards: number): Markup {
-  return html`<tr data-period="${run.periodKey}"${shards > 1 ? html` data-shard="${run.shard}"` : ''}><td>${timeCell(run.scheduledAt, timezone, now)}</td>${shards > 1 ? html`<td class="num">${shardText(run.shard, shards)}</td>` : ''}<td class="num">${run.attempt}</td><td class="wide">${run.trigger}</td><td class="wide">${run.nodeId}</td><td class="wide">${timeCell(run.startedAt, timezone, now)}</td><td class="num">${durationText(run.durationMs)}</td><td>${statusBadge(run.status, run.reason)}</td><td class="error">${firstLine(run.error, 300) ?? ''}${run.output ? html`<details class="output"><summary>output</summary><pre>${run.output}</pre></details>` : ''}</td></tr>`;
+  return html`<tr data-period="${run.periodKey}"${shards > 1 ? html` data-shard="${run.shard}"` : ''}><td>${timeCell(run.scheduledAt, timezone, now)}</td>${shards > 1 ? html`<td class="num">${shardText(run.shard, shards)}</td>` : ''}<td class="num">${run.attempt}</td><td class="wide">${run.trigger}</td><td class="wide id">${run.nodeId}</td><td class="wide">${timeCell(run.startedAt, timezone, now)}</td><td class="num">${durationText(run.durationMs)}</td><td>${statusBadge(run.status, run.reason)}</td><td class="error">${firstLine(run.error, 300) ?? ''}${run.output ? html`<details class="output"><summary>output</summary><pre>${run.output}</pre></details>` : ''}</td></tr>`;
 }
 
 export function notFoundBody(name: string): Markup {
