@@ -28,6 +28,8 @@ interface Queued extends RunLogLine {
   bytes: number;
   /** Pushed out of the tail before it was sent: not sent. */
   dead?: boolean;
+  /** In the writer's queue (not yet sent or dropped). */
+  queued?: boolean;
   /** The note that takes the cut lines' place: once it is stored, the cut is not deleted again. */
   closesCut?: boolean;
   owner: AttemptLog;
@@ -93,6 +95,7 @@ export class AttemptLog implements RunLogSink {
         const out = this.tail.shift()!;
         this.tailBytes -= out.bytes;
         out.dead = true;
+        if (out.queued) this.writer.died(out);
         if (this.cutLines === 0) this.cutFrom = out.seq;
         this.cutTo = out.seq;
         this.cutLines += 1;
@@ -182,6 +185,8 @@ export class RunLogWriter {
   readonly redactor: Redactor;
   private queue: Queued[] = [];
   private queuedBytes = 0;
+  /** Of queuedBytes, the lines pushed out of their tails since they were queued. */
+  private deadBytes = 0;
   private readonly endedLogs = new Set<AttemptLog>();
   private timer: NodeJS.Timeout | undefined;
   private flushing: Promise<void> | undefined;
@@ -211,15 +216,42 @@ export class RunLogWriter {
   }
 
   enqueue(q: Queued): void {
+    q.queued = true;
     this.queue.push(q);
     this.queuedBytes += q.bytes;
-    // The node's bound: the oldest lines go first, each counted against its own attempt.
-    while (this.queuedBytes > (this.options.maxQueuedBytes ?? MAX_QUEUED_BYTES) && this.queue.length > 1) {
-      const out = this.queue.shift()!;
-      this.queuedBytes -= out.bytes;
-      if (!out.dead && out.stream !== 'note') this.drop(out.owner, 1);
-    }
+    this.bound();
     this.arm();
+  }
+
+  /** A queued line pushed out of its attempt's tail: it will not be sent. */
+  died(q: Queued): void {
+    this.deadBytes += q.bytes;
+  }
+
+  /**
+   * The node's bound: lines pushed out of their tails go first (a log far over its cap, written while
+   * the store is away, must not push its own head out), then the oldest, each counted against its attempt.
+   */
+  private bound(): void {
+    const max = this.options.maxQueuedBytes ?? MAX_QUEUED_BYTES;
+    if (this.queuedBytes <= max) return;
+    if (this.deadBytes > max / 4) {
+      this.queue = this.queue.filter((q) => {
+        if (q.dead) q.queued = false;
+        return !q.dead;
+      });
+      this.queuedBytes -= this.deadBytes;
+      this.deadBytes = 0;
+    }
+    while (this.queuedBytes > max && this.queue.length > 1) this.remove(this.queue.shift()!, true);
+  }
+
+  /** Out of the queue: sent, or dropped (counted unless it was dead or a note). */
+  private remove(q: Queued, dropped: boolean): void {
+    q.queued = false;
+    this.queuedBytes -= q.bytes;
+    if (q.dead) this.deadBytes -= q.bytes;
+    else if (dropped && q.stream !== 'note') this.drop(q.owner, 1);
   }
 
   ended(a: AttemptLog): void {
@@ -260,7 +292,7 @@ export class RunLogWriter {
         await this.options.store.write({ lines: lines.map(({ bytes: _b, dead: _d, owner: _o, closesCut: _c, ...l }) => l), cuts });
       }
       for (const q of batch) {
-        this.queuedBytes -= q.bytes;
+        this.remove(q, false);
         if (q.closesCut) q.owner.closeCut();
       }
       for (const a of finished) {
@@ -275,12 +307,7 @@ export class RunLogWriter {
         this.options.log.warn({ err: { message: errorMessage(err) }, queuedLines: this.queue.length }, 'run logs not stored yet: keeping their lines and trying again');
       }
       await new Promise((r) => setTimeout(r, 500).unref());
-      const bound = this.options.maxQueuedBytes ?? MAX_QUEUED_BYTES;
-      while (this.queuedBytes > bound && this.queue.length > 1) {
-        const out = this.queue.shift()!;
-        this.queuedBytes -= out.bytes;
-        if (!out.dead && out.stream !== 'note') this.drop(out.owner, 1);
-      }
+      this.bound();
     }
   }
 

@@ -176,6 +176,28 @@ describe("an attempt's stored log", () => {
     expect(lines[lines.length - 1]).toBe(note);
   });
 
+  it("a log far over its cap, written while the store is away, keeps its head and tail: the lines pushed out of the tail go first from the node's bound", async () => {
+    const store = new SwitchedStore(stores.runLogStore);
+    const dropped: number[] = [];
+    // The bound holds four caps; the body writes forty.
+    const cap = 4096;
+    const writer = writerOver(store, { maxQueuedBytes: 4 * cap, dropped });
+    const { log } = nodeLogger('silent');
+    const run = await runRow();
+    store.down = true;
+    const opened = writer.open(log, run, { logLevel: 'info', logMaxBytes: cap })!;
+    for (let i = 1; i <= 2000; i++) opened.logger.info(`big ${i} ${'z'.repeat(60)}`);
+    await waitFor('a write tried', () => store.writes >= 1);
+    store.down = false;
+    opened.attemptLog.end();
+    await writer.drain();
+    const lines = await store.read(run.id);
+    expect(dropped).toEqual([]);
+    expect(lines[0]!.line).toMatch(/^big 1 /);
+    expect(lines[lines.length - 1]!.line).toMatch(/^big 2000 /);
+    expect(lines.filter((l) => l.stream === 'note').map((l) => l.line)).toEqual([expect.stringMatching(/line\(s\) \(\d+ bytes\) cut here/)]);
+  });
+
   it('a cap of 0 or logLevel silent stores nothing, and the body logs as before', async () => {
     const writer = writerOver(stores.runLogStore);
     const { log } = nodeLogger('info');
