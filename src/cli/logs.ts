@@ -51,7 +51,7 @@ export function logsCommand(program: Command): void {
           return;
         }
         const lines = await readAll(stores.runLogStore, run.id);
-        print(options.json, { run: { runId: run.id, ...runView(run) }, lines: lines.map(logLineView) }, () => [header(run), ...(lines.length === 0 ? ['(no lines stored)'] : lines.map(logLineText))].join('\n'));
+        print(options.json, { run: runView(run), lines: lines.map(logLineView) }, () => [header(run), ...(lines.length === 0 ? ['(no lines stored)'] : lines.map(logLineText))].join('\n'));
       } finally {
         await stores.close();
       }

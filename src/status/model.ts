@@ -51,6 +51,8 @@ export interface JobView {
 }
 
 export interface RunView {
+  /** The attempt's run id (its log: /runs/<id>/log, /api/runs/<id>/log). */
+  runId: string;
   job: string;
   scheduledAt: string;
   periodKey: string;

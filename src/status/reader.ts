@@ -48,7 +48,7 @@ const iso = (ms: number | null | undefined): string | null => (ms === null || ms
 export function runView(r: RunRecord): RunView {
   const pending = r.status === 'pending';
   return {
-    job: r.job, scheduledAt: r.scheduledAt.toISOString(), periodKey: r.periodKey, shard: r.shard, attempt: r.attempt, trigger: r.trigger, status: r.status,
+    runId: r.id, job: r.job, scheduledAt: r.scheduledAt.toISOString(), periodKey: r.periodKey, shard: r.shard, attempt: r.attempt, trigger: r.trigger, status: r.status,
     reason: r.reason, nodeId: r.nodeId, startedAt: pending ? null : r.startedAt.toISOString(), finishedAt: r.finishedAt?.toISOString() ?? null,
     durationMs: r.durationMs, error: firstLine(r.error),
     ...(r.output !== undefined && r.output !== null ? { output: lastChars(r.output, OUTPUT_IN_VIEW) } : {}),

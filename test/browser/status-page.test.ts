@@ -90,6 +90,28 @@ describe('status page in Chromium', () => {
     }
   });
 
+  it("opens an attempt's log from its row on the job page: every line in order, long lines wrapped, nothing overflows on a laptop or a phone", async () => {
+    for (const viewport of [LAPTOP, PHONE]) {
+      const { page, problems, close } = await visit(browser, server.baseUrl, '/jobs/order-sync', viewport);
+      const link = page.locator('table.runs tbody tr').first().locator('a[title="this attempt\'s log"]');
+      const href = await link.getAttribute('href');
+      expect(href).toMatch(/^\/runs\/\d+\/log$/);
+      await Promise.all([page.waitForURL(`**${href}`), link.click()]);
+      expect(await page.locator('h1').textContent()).toBe('Log of order-sync, attempt 1');
+      const lines = await page.$$eval('pre.runlog > span', (spans) => spans.map((s) => (s.textContent ?? '').trim()));
+      expect(lines).toHaveLength(5);
+      expect(lines[0]).toMatch(/ INFO {2}starting the export of <b>orders<\/b> \{"batch":1,"password":"\*\*\*"\}$/);
+      expect(lines[1]).toContain('[stdout] a line with no space to break at');
+      expect(lines[2]).toMatch(/WARN {2}\[stderr\] retrying/);
+      expect(lines[3]).toContain('[note] 1200 line(s) (98765 bytes) cut here');
+      expect(await page.evaluate('document.querySelector("pre.runlog b")')).toBeNull();
+      await expectNoOverflow(page, `${href} at ${viewport.width}px`, { scroll: 'none' });
+      expectWritten(await screenshot(page, `status-page-run-log-${viewport === PHONE ? 'phone' : 'laptop'}`));
+      expect(problems).toEqual([]);
+      await close();
+    }
+  });
+
   it('shows a long jobs table in chunks whose columns line up with the header, on a laptop and on a phone', async () => {
     // 130 jobs: three chunks of at most JOB_CHUNK_ROWS (50), each its own table, the later ones off screen.
     const base = fixtureJobs();

@@ -4,7 +4,8 @@
  * change of 2026-03-29, user text with markup in it, four nodes (one stopped, one silent). The periods come from the real
  * period math (src/time/schedule.ts), so the DST mark is the one a daemon would compute.
  */
-import type { InvalidJobView, JobDetailView, JobView, NodeView, RunView, RunsQuery, StatusReader, SummaryView } from '../../src/status/model.js';
+import type { InvalidJobView, JobDetailView, JobView, NodeView, RunLogView, RunView, RunsQuery, StatusReader, SummaryView } from '../../src/status/model.js';
+import type { RunLogLineView } from '../../src/runlog/view.js';
 import { compileSchedule, describePeriods, nextPeriods, periodKey } from '../../src/time/schedule.js';
 
 /** A Wednesday: Berlin's next periods at 03:30 are 26, 27, 28 March (CET) then 29 March (CEST). */
@@ -27,11 +28,15 @@ export interface FixtureJob {
   shards?: number;
 }
 
+/** Run ids of the fixtures' attempts, in the order they are made. */
+let fixtureRunId = 0;
+
 function run(job: string, scheduledAt: string, status: RunView['status'], extra: Partial<RunView> = {}): RunView {
   const started = extra.startedAt !== undefined ? extra.startedAt : iso(Date.parse(scheduledAt) + 40);
   const durationMs = extra.durationMs !== undefined ? extra.durationMs : status === 'running' || status === 'pending' ? null : 1234;
+  fixtureRunId += 1;
   return {
-    job, scheduledAt, periodKey: periodKey(job, new Date(scheduledAt)), shard: 0, attempt: 1, trigger: 'schedule', status, reason: null,
+    runId: String(fixtureRunId), job, scheduledAt, periodKey: periodKey(job, new Date(scheduledAt)), shard: 0, attempt: 1, trigger: 'schedule', status, reason: null,
     nodeId: 'node-a', startedAt: started, finishedAt: started && durationMs !== null ? iso(Date.parse(started) + durationMs) : null,
     durationMs, error: null, ...extra,
   };
@@ -179,9 +184,21 @@ export class FixtureReader implements StatusReader {
     return all.slice(0, query.limit ?? 100);
   }
 
-  /** The fixtures have runs but no stored logs. */
-  async runLog(): Promise<null> {
-    return null;
+  /** Every fixture attempt has the same log: long lines, every stream, a note of what was cut. */
+  async runLog(runId: string, options: { afterSeq?: number } = {}): Promise<RunLogView | null> {
+    const run = this.list.flatMap((j) => j.runs).find((r) => r.runId === runId);
+    if (!run) return null;
+    const at = (ms: number) => new Date(Date.parse(run.startedAt ?? run.scheduledAt) + ms).toISOString();
+    const all: RunLogLineView[] = [
+      { seq: 1, at: at(1), level: 'info', stream: 'log', line: 'starting the export of <b>orders</b>', fields: { batch: 1, password: '***' } },
+      { seq: 2, at: at(5), level: 'info', stream: 'stdout', line: `a line with no space to break at: ${'x'.repeat(600)}`, fields: null },
+      { seq: 3, at: at(9), level: 'warn', stream: 'stderr', line: 'retrying the upstream call (502)', fields: null },
+      { seq: 4, at: at(12), level: 'warn', stream: 'note', line: '1200 line(s) (98765 bytes) cut here: the log keeps its first and last 524288 bytes (logMaxSize 1048576)', fields: null },
+      { seq: 1205, at: at(900), level: 'error', stream: 'log', line: 'upstream refused', fields: { err: { type: 'Error', message: 'upstream refused', stack: `Error: upstream refused\n    at run (file:///srv/jobs/${'deep/'.repeat(40)}export.mjs:12:9)` } } },
+    ];
+    const lines = all.filter((l) => l.seq > (options.afterSeq ?? 0));
+    const done = run.status !== 'running' && run.status !== 'pending';
+    return { runId, run, lines, next: lines.length > 0 ? lines[lines.length - 1]!.seq : options.afterSeq ?? 0, done };
   }
 
   async nodes(): Promise<NodeView[]> {

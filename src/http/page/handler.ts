@@ -4,6 +4,7 @@
  */
 import type { StatusReader } from '../../status/model.js';
 import { html, type Fragment } from './html.js';
+import { runLogBody, RUN_LOG_REFRESH_SECONDS } from './run-log.js';
 import { invalidSection, jobPageBody, jobsSection, JOB_FILTERS, layout, nodesSection, notFoundBody, summarySection, unavailableSection, type JobFilter } from './render.js';
 
 export interface PageResponse {
@@ -22,6 +23,7 @@ export interface PageOptions {
 export const DEFAULT_REFRESH_SECONDS = 10;
 
 const JOB_PATH = /^\/jobs\/([^/]+)$/;
+const RUN_LOG_PATH = /^\/runs\/(\d{1,18})\/log$/;
 
 export function createPageHandler(reader: StatusReader, options: PageOptions = {}): PageHook {
   const refreshSeconds = options.refreshSeconds ?? DEFAULT_REFRESH_SECONDS;
@@ -34,6 +36,8 @@ export function createPageHandler(reader: StatusReader, options: PageOptions = {
     if (url.pathname === '/') return home(reader, url, refreshSeconds, clock());
     const match = JOB_PATH.exec(url.pathname);
     if (match) return jobPage(reader, match[1]!, refreshSeconds, clock());
+    const log = RUN_LOG_PATH.exec(url.pathname);
+    if (log) return runLogPage(reader, log[1]!, clock());
     return null;
   };
 }
@@ -75,6 +79,17 @@ async function jobPage(reader: StatusReader, encoded: string, refreshSeconds: nu
   }
   if (!detail) return { status: 404, html: layout({ title: 'no such job', refreshSeconds: 0, now }, notFoundBody(name)) };
   return { status: 200, html: layout({ title: name, refreshSeconds, now }, jobPageBody(detail, now)) };
+}
+
+async function runLogPage(reader: StatusReader, runId: string, now: Date): Promise<PageResponse> {
+  let view: Awaited<ReturnType<StatusReader['runLog']>>;
+  try {
+    view = await reader.runLog(runId, { limit: 100_000 });
+  } catch {
+    return { status: 503, html: layout({ title: `run ${runId}`, refreshSeconds: RUN_LOG_REFRESH_SECONDS, now }, html`<p><a href="/">← all jobs</a></p>${unavailableSection('Log')}`) };
+  }
+  if (!view) return { status: 404, html: layout({ title: 'no such run', refreshSeconds: 0, now }, html`<p><a href="/">← all jobs</a></p><h1>No run ${runId}</h1><p>No attempt has that id (it may have been pruned).</p>`) };
+  return { status: 200, html: layout({ title: `log of ${view.run.job} attempt ${view.run.attempt}`, refreshSeconds: view.done ? 0 : RUN_LOG_REFRESH_SECONDS, now }, runLogBody(view)) };
 }
 
 function safely<T>(read: () => T, fallback: T): T {

@@ -244,7 +244,7 @@ ${periods.map((p, i) => html`<tr${p.dst ? html` class="dst"` : ''}><td class="nu
 </section>
 <section aria-labelledby="runs-h"><h2 id="runs-h">Last ${runs.length} attempts</h2>
 ${runs.length === 0 ? html`<p class="muted">No attempt recorded yet.</p>` : html`<div class="scroll"><table class="runs">
-<thead><tr><th>period (job's time)</th>${job.shards > 1 ? html`<th>shard</th>` : ''}<th>attempt</th><th class="wide">trigger</th><th class="wide">node</th><th class="wide">started</th><th>duration</th><th>status</th><th>error</th></tr></thead>
+<thead><tr><th>period (job's time)</th>${job.shards > 1 ? html`<th>shard</th>` : ''}<th>attempt (log)</th><th class="wide">trigger</th><th class="wide">node</th><th class="wide">started</th><th>duration</th><th>status</th><th>error</th></tr></thead>
 <tbody>
 ${runs.map((r) => runRow(r, job.timezone, now, job.shards))}
 </tbody></table></div>`}
@@ -252,7 +252,7 @@ ${runs.map((r) => runRow(r, job.timezone, now, job.shards))}
 }
 
 function runRow(run: RunView, timezone: string, now: Date, shards: number): Markup {
-  return html`<tr data-period="${run.periodKey}"${shards > 1 ? html` data-shard="${run.shard}"` : ''}><td>${timeCell(run.scheduledAt, timezone, now)}</td>${shards > 1 ? html`<td class="num">${shardText(run.shard, shards)}</td>` : ''}<td class="num">${run.attempt}</td><td class="wide">${run.trigger}</td><td class="wide id">${run.nodeId}</td><td class="wide">${timeCell(run.startedAt, timezone, now)}</td><td class="num">${durationText(run.durationMs)}</td><td>${statusBadge(run.status, run.reason)}</td><td class="error">${firstLine(run.error, 300) ?? ''}${run.output ? html`<details class="output"><summary>output</summary><pre>${run.output}</pre></details>` : ''}</td></tr>`;
+  return html`<tr data-period="${run.periodKey}"${shards > 1 ? html` data-shard="${run.shard}"` : ''}><td>${timeCell(run.scheduledAt, timezone, now)}</td>${shards > 1 ? html`<td class="num">${shardText(run.shard, shards)}</td>` : ''}<td class="num"><a href="/runs/${encodeURIComponent(run.runId)}/log" title="this attempt's log">${run.attempt}</a></td><td class="wide">${run.trigger}</td><td class="wide id">${run.nodeId}</td><td class="wide">${timeCell(run.startedAt, timezone, now)}</td><td class="num">${durationText(run.durationMs)}</td><td>${statusBadge(run.status, run.reason)}</td><td class="error">${firstLine(run.error, 300) ?? ''}${run.output ? html`<details class="output"><summary>output</summary><pre>${run.output}</pre></details>` : ''}</td></tr>`;
 }
 
 export function notFoundBody(name: string): Markup {

@@ -41,7 +41,7 @@ time{white-space:nowrap}time:has(>span){white-space:normal}time>span{white-space
 td .badge{white-space:nowrap}td .badge .reason{white-space:normal}table.jobs .badge{white-space:normal}
 .bad-text{color:#a50e0e;font-weight:600}
 .error{color:#a50e0e;font:12px ui-monospace,SFMono-Regular,Menlo,monospace;overflow-wrap:anywhere;min-width:14em;max-width:40em}
-.output summary{cursor:pointer;color:#5f6b7a}.output pre{margin:4px 0;max-height:20em;overflow:auto;white-space:pre-wrap;overflow-wrap:anywhere;color:#1d232a;background:#f6f7f9;padding:4px}
+.runlog{white-space:pre-wrap;overflow-wrap:anywhere;background:#f6f7f9;padding:6px;font-size:12px;line-height:1.45}.runlog .lv-warn{color:#8a5a00}.runlog .lv-error,.runlog .lv-fatal{color:#b3261e}.runlog .note{font-style:italic}.output summary{cursor:pointer;color:#5f6b7a}.output pre{margin:4px 0;max-height:20em;overflow:auto;white-space:pre-wrap;overflow-wrap:anywhere;color:#1d232a;background:#f6f7f9;padding:4px}
 tr.dst td{background:#fffbeb}
 .jobs-wide{min-width:1000px}
 .chunk{content-visibility:auto;contain-intrinsic-size:auto 3400px}
