@@ -55,6 +55,11 @@ describe.runIf(hasProc)('pidAlive with /proc', () => {
     const parent = spawn('sh', ['-c', 'sleep 30 & echo $!; exec sleep 60'], { stdio: ['ignore', 'pipe', 'ignore'] });
     children.push(parent);
     const pid = await new Promise<number>((resolve) => parent.stdout!.once('data', (d) => resolve(Number(String(d).trim()))));
+    // Killed while sh has not yet become `sleep 60`, the child would be reaped by sh (no zombie, no
+    // /proc entry: the test failed so on a loaded machine). Wait for the exec first.
+    const execed = () => readFileSync(`/proc/${parent.pid}/cmdline`, 'utf8').split('\0').join(' ').trim() === 'sleep 60';
+    for (let i = 0; i < 250 && !execed(); i++) await sleep(20);
+    expect(execed(), 'the parent became `sleep 60`').toBe(true);
     const stamp = processStamp(pid);
     expect(pidAlive(pid, stamp)).toBe(true);
     process.kill(pid, 'SIGKILL');
