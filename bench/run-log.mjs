@@ -132,7 +132,7 @@ try {
       setTimeout(() => proxy.restore(), 16_000);
     },
   }));
-  process.stdout.write(`run logs, one daemon on MariaDB (${cpus().length} cores, load ${loadavg().map((x) => x.toFixed(2)).join(' ')}; ${sourceState()})\n`);
+  process.stdout.write(`run logs, one daemon on MariaDB (${cpus().length} cores, load ${loadavg().map((x) => x.toFixed(2)).join(' ')}; commit ${sourceState().head}${sourceState().srcChanges.length ? ', src/ changed' : ''})\n`);
   process.stdout.write(`${table([
     ['phase', 'status', 'body ms', 'lines written', 'stored', 'stored MiB', 'dropped', 'peak RSS MiB', 'tick p50/p99/max ms (n)'],
     ...results.map((r) => [r.label, r.status, String(r.bodyMs), String(r.written ?? '-'), String(r.storedLines), fmt(r.storedMiB), String(r.dropped), fmt(r.peakRssMiB), `${fmt(r.tick.p50)}/${fmt(r.tick.p99)}/${fmt(r.tick.max)} (${r.tick.count})`]),
