@@ -59,6 +59,8 @@ export class AttemptLog implements RunLogSink {
   private cutBytes = 0;
   private droppedLines = 0;
   private ended = false;
+  /** Of this attempt's lines, those in the writer's queue. */
+  pending = 0;
 
   constructor(
     private readonly writer: RunLogWriter,
@@ -66,7 +68,7 @@ export class AttemptLog implements RunLogSink {
     readonly job: string,
     private readonly capBytes: number,
     levels: { print: string; store: string },
-    private readonly ownKeys: ReadonlySet<string>,
+    private readonly runKeys: () => ReadonlySet<string>,
     private readonly root: object,
   ) {
     this.printFrom = LEVEL_VALUES[levels.print] ?? 30;
@@ -76,7 +78,7 @@ export class AttemptLog implements RunLogSink {
   add(level: number, stream: 'log' | 'stdout' | 'stderr', args: unknown[], logger: object): void {
     if (this.ended) return;
     // A child's own bindings (ctx.log.child({ step })) are the line's fields; the run's are not.
-    const bound = logger === this.root || stream !== 'log' ? {} : ownBindings(logger, this.ownKeys);
+    const bound = logger === this.root || stream !== 'log' ? {} : ownBindings(logger, this.runKeys());
     const { line, fields } = lineOf(args, bound, this.writer.redactor);
     this.push({ level: LEVEL_LABELS[level] ?? String(level), stream, line, fields });
   }
@@ -117,7 +119,8 @@ export class AttemptLog implements RunLogSink {
     if (level >= this.storeFrom && !this.ended) {
       const { level: _l, time: _t, msg, pid: _p, hostname: _h, ...rest } = o;
       const own: Record<string, unknown> = {};
-      for (const [k, v] of Object.entries(rest)) if (!this.ownKeys.has(k)) own[k] = v;
+      const runKeys = this.runKeys();
+      for (const [k, v] of Object.entries(rest)) if (!runKeys.has(k)) own[k] = v;
       this.push({
         level: LEVEL_LABELS[level] ?? String(level), stream: 'log', line: lineOf([typeof msg === 'string' ? msg : ''], {}, this.writer.redactor).line,
         fields: fieldsJson(own, this.writer.redactor),
@@ -151,6 +154,8 @@ export class AttemptLog implements RunLogSink {
       const note = `${this.cutLines} line(s) (${this.cutBytes} bytes) cut here: the log keeps its first and last ${Math.floor(this.capBytes / 2)} bytes (logMaxSize ${this.capBytes})`;
       this.writer.enqueue({ runId: this.runId, seq: this.cutFrom, at: this.writer.now(), level: 'warn', stream: 'note', line: note, fields: null, bytes: 0, owner: this, closesCut: true });
     }
+    // Nothing waiting and nothing lost (most bodies): no note can follow.
+    if (this.pending === 0 && this.droppedLines === 0) return;
     this.writer.ended(this);
   }
 
@@ -208,15 +213,18 @@ export class RunLogWriter {
   open(log: Logger, run: { id: string; job: string }, job: { logLevel: string; logMaxBytes: number }): { attemptLog: AttemptLog; logger: Logger } | null {
     if (job.logMaxBytes <= 0 || job.logLevel === 'silent') return null;
     const print = log.level;
-    const low = (LEVEL_VALUES[job.logLevel] ?? 30) < (LEVEL_VALUES[print] ?? 30) ? job.logLevel : print;
-    const logger = log.child({}, { level: low });
-    const attemptLog = new AttemptLog(this, run.id, run.job, job.logMaxBytes, { print, store: job.logLevel }, new Set(Object.keys(log.bindings())), logger);
+    // A level of its own only when the job stores below what the node prints (pino regenerates its methods for it).
+    const logger = (LEVEL_VALUES[job.logLevel] ?? 30) < (LEVEL_VALUES[print] ?? 30) ? log.child({}, { level: job.logLevel }) : log.child({});
+    // The run's own bindings, left out of a child logger's line: read once, when such a line comes.
+    let runKeys: ReadonlySet<string> | undefined;
+    const attemptLog = new AttemptLog(this, run.id, run.job, job.logMaxBytes, { print, store: job.logLevel }, () => (runKeys ??= new Set(Object.keys(log.bindings()))), logger);
     (logger as unknown as Record<symbol, unknown>)[RUN_LOG_SINK] = attemptLog;
     return { attemptLog, logger };
   }
 
   enqueue(q: Queued): void {
     q.queued = true;
+    q.owner.pending += 1;
     this.queue.push(q);
     this.queuedBytes += q.bytes;
     this.bound();
@@ -237,7 +245,10 @@ export class RunLogWriter {
     if (this.queuedBytes <= max) return;
     if (this.deadBytes > max / 4) {
       this.queue = this.queue.filter((q) => {
-        if (q.dead) q.queued = false;
+        if (q.dead) {
+          q.queued = false;
+          q.owner.pending -= 1;
+        }
         return !q.dead;
       });
       this.queuedBytes -= this.deadBytes;
@@ -249,6 +260,7 @@ export class RunLogWriter {
   /** Out of the queue: sent, or dropped (counted unless it was dead or a note). */
   private remove(q: Queued, dropped: boolean): void {
     q.queued = false;
+    q.owner.pending -= 1;
     this.queuedBytes -= q.bytes;
     if (q.dead) this.deadBytes -= q.bytes;
     else if (dropped && q.stream !== 'note') this.drop(q.owner, 1);
@@ -256,7 +268,7 @@ export class RunLogWriter {
 
   ended(a: AttemptLog): void {
     this.endedLogs.add(a);
-    this.arm(0);
+    this.arm();
   }
 
   private drop(owner: AttemptLog, n: number): void {
@@ -283,8 +295,6 @@ export class RunLogWriter {
   private async flush(): Promise<void> {
     const batch = this.queue.splice(0, BATCH_LINES);
     const owners = new Set(batch.map((q) => q.owner));
-    // Attempts that ended with nothing left in the queue: their note of lost lines, if any, goes next.
-    const finished = [...this.endedLogs].filter((a) => !this.queue.some((q) => q.owner === a) && !batch.some((q) => q.owner === a));
     const lines = batch.filter((q) => !q.dead);
     const cuts = [...owners].map((o) => o.cutRange()).filter((c): c is RunLogCut => c !== null);
     try {
@@ -295,7 +305,9 @@ export class RunLogWriter {
         this.remove(q, false);
         if (q.closesCut) q.owner.closeCut();
       }
-      for (const a of finished) {
+      // Attempts that ended with nothing left to send: their note of lost lines, if any, goes next.
+      for (const a of this.endedLogs) {
+        if (a.pending > 0) continue;
         this.endedLogs.delete(a);
         a.droppedNote();
       }
