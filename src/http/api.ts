@@ -43,14 +43,14 @@ export function apiRoute(reader: () => StatusReader | null, audit: () => AuditSo
       if (job !== undefined && job === '') return json(400, { error: 'invalid parameter job=: expected a job name', parameter: 'job' });
       return json(200, { runs: await r.runs({ job, status: status as RunStatus | undefined, limit }) });
     }
-    const logOf = /^\/api\/runs\/([^/]+)\/log$/.exec(path);
+    const logOf = /^\/api\/runs\/(\d{1,18})\/log$/.exec(path);
     if (logOf) {
       const after = url.searchParams.get('after');
       if (after !== null && !/^\d{1,9}$/.test(after)) return json(400, { error: `invalid parameter after=${after}: expected the seq of the last line read (a whole number)`, parameter: 'after' });
       const limitText = url.searchParams.get('limit');
       const limit = limitText === null ? undefined : /^\d{1,6}$/.test(limitText) ? Number(limitText) : NaN;
       if (limit !== undefined && !(limit >= 1 && limit <= 100_000)) return json(400, { error: `invalid parameter limit=${limitText}: expected a whole number from 1 to 100000`, parameter: 'limit' });
-      const id = decodeURIComponent(logOf[1]!);
+      const id = logOf[1]!;
       const log = await r.runLog(id, { afterSeq: after === null ? 0 : Number(after), ...(limit !== undefined ? { limit } : {}) });
       return log ? json(200, log) : json(404, { error: 'no such run', runId: id, path });
     }
