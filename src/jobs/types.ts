@@ -3,7 +3,7 @@ import type { Schedule } from '../time/schedule.js';
 import type { OnceFunction } from '../once/types.js';
 
 export type Trigger = 'schedule' | 'catch-up' | 'manual';
-export type AbortReason = 'timeout' | 'lease-lost' | 'shutdown';
+export type AbortReason = 'timeout' | 'lease-lost' | 'shutdown' | 'cancelled';
 
 /** The single argument of a job body. */
 /** The levels of `logLevel` (pino's). */

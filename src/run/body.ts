@@ -26,6 +26,8 @@ export const STATUS_ON_ABORT: Record<AbortReason, RunOutcome['status']> = {
   timeout: 'timed_out',
   shutdown: 'interrupted',
   'lease-lost': 'abandoned',
+  // `cancel`: an operator stopped it; not owed, not retried.
+  cancelled: 'cancelled',
 };
 
 export interface BodyRun {
@@ -126,7 +128,7 @@ export async function runBody(b: BodyRun): Promise<BodyOutcome> {
       clearTimeout(bound);
     }
     const reason = first.reason;
-    const what = reason === 'timeout' ? `timed out after ${job.timeoutMs}ms` : reason === 'shutdown' ? 'interrupted by shutdown' : 'lease lost';
+    const what = reason === 'timeout' ? `timed out after ${job.timeoutMs}ms` : reason === 'shutdown' ? 'interrupted by shutdown' : reason === 'cancelled' ? 'cancelled' : 'lease lost';
     const how = late?.kind === 'stopped' && late.text ? `; ${late.text}` : '';
     const ended: BodyOutcome = { status: STATUS_ON_ABORT[reason] ?? 'failed', error: what + how, reason, ...(late?.output !== undefined ? { output: late.output } : {}) };
     if (reason === 'lease-lost' && !job.command && isolation === 'inline') ended.late = settled.then((s) => settledOutcome(s, log), () => ended);

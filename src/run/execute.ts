@@ -21,6 +21,7 @@ import { fenceMargin, LeaseKeeper } from './lease-keeper.js';
 import type { PauseSource } from '../claim/claim.js';
 import { LostRows } from './lost-rows.js';
 import { StartGates } from './start-gates.js';
+import { CancelWatch } from './cancel-watch.js';
 import type { RunLogWriter } from '../runlog/writer.js';
 
 export interface AttemptResult {
@@ -48,6 +49,8 @@ interface InFlight {
   run: RunRecord;
   /** The body has ended (or was never started): what is left is writing the outcome. */
   bodyEnded?: boolean;
+  /** An operator's `cancel`: who and why (its outcome says so). */
+  cancelledBy?: { actor: string; reason: string | null };
 }
 
 /** An attempt this node holds, for read-only views. */
@@ -101,7 +104,8 @@ export interface ExecuteOptions {
 
 /** The outcome of an attempt aborted before its body began. */
 function notStarted(reason: AbortReason): RunOutcome {
-  const what = reason === 'shutdown' ? 'interrupted by shutdown before it started' : reason === 'lease-lost' ? 'lease lost before it started' : 'timed out before it started';
+  const what = reason === 'shutdown' ? 'interrupted by shutdown before it started' : reason === 'lease-lost' ? 'lease lost before it started'
+    : reason === 'cancelled' ? 'cancelled before it started' : 'timed out before it started';
   return { status: STATUS_ON_ABORT[reason] ?? 'failed', error: what, reason };
 }
 
@@ -125,6 +129,8 @@ export class Executor {
   /** The attempts waiting for their instant, one timer an instant. */
   private readonly gates = new StartGates(() => this.nowMs());
   private readonly leases: LeaseKeeper;
+  /** Operators' `cancel` of the attempts held here. */
+  private readonly cancels: CancelWatch;
 
   constructor(
     private readonly store: RunStore,
@@ -134,6 +140,14 @@ export class Executor {
   ) {
     this.events = options.events ?? noEvents;
     this.leases = new LeaseKeeper(store, nodeId, (job, run, log) => this.restoreLostRow(job, run, log));
+    this.cancels = new CancelWatch(store, () => [...this.inFlight.entries()].filter(([, f]) => !f.controller.signal.aborted).map(([runId, f]) => ({
+      runId,
+      cancel: (by) => {
+        f.cancelledBy = by;
+        this.log.warn({ job: f.run.job, periodKey: f.run.periodKey, attempt: f.run.attempt, runId, cancelledBy: by.actor, reason: by.reason }, 'run cancelled by an operator: aborting it');
+        f.controller.abort('cancelled');
+      },
+    })), log);
     this.lostRows = new LostRows(store, nodeId, log, this.events, (runId) => this.inFlight.has(runId));
   }
 
@@ -153,6 +167,7 @@ export class Executor {
       onDone?.();
     });
     this.inFlight.set(run.id, { controller, done, run: { ...run, claimedAt: run.claimedAt ?? new Date() } });
+    this.cancels.arm();
     return done;
   }
 
@@ -284,6 +299,10 @@ export class Executor {
     // being this attempt's and running (the fence): a body that finished is recorded `succeeded`
     // rather than run again, and one that ended by its signal (or threw after it) is `abandoned`
     // with the next attempt owed, as a takeover would record it, without waiting for its lease.
+    if (outcome.reason === 'cancelled') {
+      const by = this.inFlight.get(run.id)?.cancelledBy;
+      if (by) outcome = { ...outcome, error: `cancelled by ${by.actor}${by.reason ? `: ${by.reason}` : ''}${outcome.error && outcome.error !== 'cancelled' ? ` (${outcome.error})` : ''}` };
+    }
     const leaseLost = keeper.leaseGone.aborted || outcome.reason === 'lease-lost';
     if (leaseLost && outcome.status !== 'succeeded') outcome = { ...outcome, status: 'abandoned', reason: 'lease-lost', error: outcome.error ?? 'lease lost' };
     let written;

@@ -354,6 +354,25 @@ const migrations: Migration[] = [
       await knex.schema.dropTableIfExists(RUN_LOGS_TABLE);
     },
   },
+  {
+    // `cancel`: a request on a running attempt's row, read by the node that holds it (about once a
+    // second), which aborts its body; who asked and why go into its outcome.
+    name: '0015_cancel',
+    async up(knex) {
+      await knex.schema.alterTable(RUNS_TABLE, (t) => {
+        t.bigInteger('cancel_requested_at').nullable(); // store clock
+        t.string('cancel_by', 200).nullable();
+        t.string('cancel_reason', 500).nullable();
+      });
+    },
+    async down(knex) {
+      await knex.schema.alterTable(RUNS_TABLE, (t) => {
+        t.dropColumn('cancel_requested_at');
+        t.dropColumn('cancel_by');
+        t.dropColumn('cancel_reason');
+      });
+    },
+  },
 ];
 
 export const migrationSource: Knex.MigrationSource<Migration> = {

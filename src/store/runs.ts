@@ -11,6 +11,7 @@ import { Database } from './database.js';
 import type {
   AttemptKey, EndResult, HistoryQuery, InsertResult, JobSummary, NewRun, PeriodRange, PruneOptions, PruneResult, RetryPolicy, RunOutcome, RunRecord, RunStore, SkippedRun,
 } from './types.js';
+import * as cancels from './runs/cancels.js';
 import * as claims from './runs/claims.js';
 import { RunsContext } from './runs/context.js';
 import { Heartbeats } from './runs/heartbeats.js';
@@ -128,6 +129,14 @@ export class KnexRunStore implements RunStore {
 
   runById(runId: string): Promise<RunRecord | null> {
     return reads.runById(this.ctx, runId);
+  }
+
+  requestCancel(runId: string, by: { actor: string; reason: string | null }): Promise<boolean> {
+    return cancels.requestCancel(this.ctx, runId, by);
+  }
+
+  cancelRequests(runIds: string[]): Promise<Map<string, { actor: string; reason: string | null }>> {
+    return cancels.cancelRequests(this.ctx, runIds);
   }
 
   periodRuns(job: string, scheduledAt: Date, shard?: number): Promise<RunRecord[]> {

@@ -9,9 +9,9 @@
  */
 import type { Trigger } from '../jobs/types.js';
 
-export type RunStatus = 'pending' | 'running' | 'succeeded' | 'failed' | 'timed_out' | 'abandoned' | 'skipped' | 'interrupted';
+export type RunStatus = 'pending' | 'running' | 'succeeded' | 'failed' | 'timed_out' | 'abandoned' | 'skipped' | 'interrupted' | 'cancelled';
 export type FinalStatus = Exclude<RunStatus, 'pending' | 'running'>;
-export const FINAL_STATUSES: readonly FinalStatus[] = ['succeeded', 'failed', 'timed_out', 'abandoned', 'skipped', 'interrupted'];
+export const FINAL_STATUSES: readonly FinalStatus[] = ['succeeded', 'failed', 'timed_out', 'abandoned', 'skipped', 'interrupted', 'cancelled'];
 export const RUN_STATUSES: readonly RunStatus[] = ['pending', 'running', ...FINAL_STATUSES];
 
 export type SkipReason = 'overlap' | 'coalesced' | 'missed' | 'paused';
@@ -241,6 +241,10 @@ export interface RunStore {
   periodRuns(job: string, scheduledAt: Date, shard?: number): Promise<RunRecord[]>;
   /** One attempt by its id (scheduler logs --run, the API), or null. */
   runById(runId: string): Promise<RunRecord | null>;
+  /** Asks the node that holds a running attempt to cancel it (`cancel`); false: the attempt is not running. */
+  requestCancel(runId: string, by: { actor: string; reason: string | null }): Promise<boolean>;
+  /** Of these running attempts, those whose cancel was asked: run id -> who and why. */
+  cancelRequests(runIds: string[]): Promise<Map<string, { actor: string; reason: string | null }>>;
   /** The job's runs with status 'running' whose heartbeat is younger than their lease (store clock); of one shard only, when given. */
   liveRuns(job: string, leaseMs?: number, shard?: number): Promise<RunRecord[]>;
   /**

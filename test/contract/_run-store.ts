@@ -510,6 +510,31 @@ export function describeRunStore(backend: Backend): void {
       expect(rows.map((r) => [r.attempt, r.status, r.reason])).toEqual([[1, 'abandoned', 'lease expired'], [2, 'pending', null]]);
     });
 
+    it('cancel: a request lands only on a running row; the holder reads it among its attempts; a stale cancelled row is taken over as cancelled, owing nothing', async () => {
+      const job = `cancel-${uid()}`;
+      const running = await inserted(store, newRun(job, new Date(BASE), { leaseMs: 600 }));
+      const other = await inserted(store, newRun(job, new Date(BASE + MINUTE), { leaseMs: 60_000 }));
+      const done = await inserted(store, newRun(job, new Date(BASE + 2 * MINUTE)));
+      await store.finishRun(done.id, 'node-a', { status: 'succeeded' });
+      expect(await store.cancelRequests([running.id, other.id, done.id])).toEqual(new Map());
+      expect(await store.requestCancel(running.id, { actor: 'alice@web-1', reason: 'wrong input' })).toBe(true);
+      expect(await store.requestCancel(done.id, { actor: 'alice@web-1', reason: null })).toBe(false);
+      expect(await store.requestCancel('999999999', { actor: 'alice@web-1', reason: null })).toBe(false);
+      expect(await store.cancelRequests([running.id, other.id, done.id, 'x'])).toEqual(new Map([[running.id, { actor: 'alice@web-1', reason: 'wrong input' }]]));
+      // Its node went silent before reading it: the takeover ends it cancelled, with no attempt 2.
+      await waitFor('the lease to run out', async () => (await store.staleRuns()).some((r) => r.id === running.id), 10_000, 50);
+      const ended = await store.takeOver(running, 'node-x', 'lease expired', true);
+      expect(ended).toMatchObject({ written: true, status: 'cancelled', next: null });
+      const rows = await store.periodRuns(job, new Date(BASE));
+      expect(rows.map((r) => [r.attempt, r.status, r.reason])).toEqual([[1, 'cancelled', 'cancelled']]);
+      expect(rows[0]!.error).toContain('cancelled by alice@web-1: wrong input');
+      expect(await store.cancelRequests([running.id])).toEqual(new Map());
+      // The holder's own outcome of a cancelled attempt owes nothing, whatever its retries.
+      expect(await store.requestCancel(other.id, { actor: 'bob@web-2', reason: null })).toBe(true);
+      const end = await store.endAttempt(other, 'node-a', { status: 'cancelled', error: 'cancelled by bob@web-2', reason: 'cancelled' }, { retries: 3, retryDelayMs: 1000 });
+      expect(end).toMatchObject({ written: true, status: 'cancelled', next: null });
+    });
+
     it('insertSkipped writes skipped rows with their reason, and leaves existing rows untouched', async () => {
       const job = `skip-${uid()}`;
       const running = await inserted(store, newRun(job, new Date(BASE + MINUTE), { nodeId: 'node-a' }));

@@ -85,8 +85,8 @@ describe('/metrics text', () => {
       return ours;
     };
     const first = await compare();
-    // 21 series per job: 6 statuses, 8 buckets + +Inf + _sum + _count, missed, three gauges.
-    expect(perJob(first.series).size).toBe(21 * jobs.length);
+    // 22 series per job: 7 statuses, 8 buckets + +Inf + _sum + _count, missed, three gauges.
+    expect(perJob(first.series).size).toBe(22 * jobs.length);
     expect(first.series.get('scheduler_redis_quorum')).toBe(0.5);
     expect(first.series.get('scheduler_clock_offset_seconds')).toBe(-0.012);
     expect(first.series.get('process_cpu_user_seconds_total')).toBeGreaterThan(0);

@@ -45,6 +45,7 @@ const STATUS_LOOK: Record<RunStatus, { symbol: string; tone: 'ok' | 'bad' | 'war
   timed_out: { symbol: '✗', tone: 'bad' },
   abandoned: { symbol: '✗', tone: 'bad' },
   interrupted: { symbol: '!', tone: 'warn' },
+  cancelled: { symbol: '■', tone: 'warn' },
   skipped: { symbol: '–', tone: 'idle' },
   pending: { symbol: '…', tone: 'idle' },
   running: { symbol: '▶', tone: 'busy' },

@@ -24,6 +24,16 @@ export async function staleRuns(ctx: RunsContext, limit = 500, maxLeaseMs?: numb
 export async function takeOver(ctx: RunsContext, run: RunRecord, nodeId: string, reason: string, owe: boolean): Promise<EndResult | null> {
   return ctx.db.transaction('take over a stale run', async (trx) => {
     await ctx.lockRow(trx, run.id);
+    // An operator asked to cancel it before its node went silent: it ends cancelled, owing nothing.
+    // (The write first: a SQLite transaction that read first could not take the write lock.)
+    const cancelled = await trx(RUNS_TABLE).where({ id: run.id, status: 'running' }).whereNotNull('cancel_requested_at').andWhereRaw(ctx.stale)
+      .update({ status: 'cancelled', reason: 'cancelled', finished_at: ctx.db.nowRaw(), duration_ms: ctx.knex.raw(`${ctx.db.dialect.nowMs} - started_at`) });
+    if (Number(cancelled) > 0) {
+      const asked = (await trx(RUNS_TABLE).select('cancel_by', 'cancel_reason').where({ id: run.id }).first()) as { cancel_by: string | null; cancel_reason: string | null };
+      const error = `cancelled by ${asked.cancel_by ?? 'unknown'}${asked.cancel_reason ? `: ${asked.cancel_reason}` : ''} (its node stopped answering; ended by ${nodeId})`;
+      await trx(RUNS_TABLE).where({ id: run.id }).update({ error });
+      return { written: true, status: 'cancelled', next: null };
+    }
     const updated = await trx(RUNS_TABLE)
       .where({ id: run.id, status: 'running' })
       .andWhereRaw(ctx.stale)
