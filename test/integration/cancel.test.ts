@@ -94,8 +94,9 @@ describe('scheduler cancel', () => {
         expect(c.status, job).toBe('cancelled');
         expect(c.error, job).toContain(`cancelled by ${actor}: stop ${job}`);
       }
-      // Once: the period has one row per shard, cancelled, and no attempt 2 owed or run, ever.
-      await new Promise((res) => setTimeout(res, 3000));
+      // Once: the period has one row per shard, cancelled, and no attempt 2 owed (an owed attempt is
+      // inserted with the outcome, in its transaction) or run (it would be due 1 s after: retryDelay).
+      await new Promise((res) => setTimeout(res, 1500));
       const rows = (await history(job)).filter((x) => x.scheduledAt === report.period);
       expect(rows.map((x) => [x.shard, x.attempt, x.status]).sort(), job).toEqual(Array.from({ length: shards }, (_, i) => [i, 1, 'cancelled']));
       const key = `${job}@${report.period}`;
