@@ -10,7 +10,7 @@ import type { Command } from 'commander';
 import { SchedulerError, UsageError } from '../errors.js';
 import { openStores } from './lazy.js';
 import { withExitStatuses } from './exit.js';
-import { print, setup, withCommonOptions, type CommonOptions } from './common.js';
+import { parseInstantFlag, print, setup, withCommonOptions, type CommonOptions } from './common.js';
 import { parseReason } from './pause.js';
 import { cliActor, recordAction } from '../audit/trail.js';
 import { parseDuration, DURATION_EXPECTED } from '../time/duration.js';
@@ -40,11 +40,7 @@ export function cancelCommand(program: Command): void {
       const reason = parseReason(options.reason);
       const waitMs = parseDuration(options.wait);
       if (waitMs === undefined) throw new UsageError(`invalid --wait ${options.wait}: expected ${DURATION_EXPECTED}`);
-      let period: Date | undefined;
-      if (options.period !== undefined) {
-        period = new Date(options.period);
-        if (Number.isNaN(period.getTime()) || !/^\d{4}-\d{2}-\d{2}T/.test(options.period)) throw new UsageError(`invalid --period ${options.period}: expected an ISO instant such as 2026-12-07T06:00:00Z`);
-      }
+      const period = parseInstantFlag('--period', options.period);
       const { config } = await setup(options);
       const stores = await openStores(config);
       const actor = cliActor();

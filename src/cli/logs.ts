@@ -8,7 +8,7 @@ import type { Command } from 'commander';
 import { SchedulerError, UsageError } from '../errors.js';
 import { openStores } from './lazy.js';
 import { withExitStatuses } from './exit.js';
-import { print, setup, withCommonOptions, type CommonOptions } from './common.js';
+import { parseInstantFlag, print, setup, withCommonOptions, type CommonOptions } from './common.js';
 import type { RunRecord, RunStore } from '../store/types.js';
 import type { RunLogLine, RunLogStore } from '../runlog/types.js';
 import { ENDED_STATUSES, logLineText, logLineView } from '../runlog/view.js';
@@ -37,11 +37,7 @@ export function logsCommand(program: Command): void {
       const attempt = options.attempt === undefined ? undefined : Number(options.attempt);
       if (attempt !== undefined && !(Number.isInteger(attempt) && attempt >= 1)) throw new UsageError(`invalid --attempt ${options.attempt}: expected a whole number from 1`);
       if (attempt !== undefined && options.run !== undefined) throw new UsageError('--attempt goes with --period (or the latest period), not with --run');
-      let period: Date | undefined;
-      if (options.period !== undefined) {
-        period = new Date(options.period);
-        if (Number.isNaN(period.getTime()) || !/^\d{4}-\d{2}-\d{2}T/.test(options.period)) throw new UsageError(`invalid --period ${options.period}: expected an ISO instant such as 2026-12-07T06:00:00Z`);
-      }
+      const period = parseInstantFlag('--period', options.period);
       const { config } = await setup(options);
       const stores = await openStores(config);
       try {

@@ -4,6 +4,7 @@
  * appear (see Redactor).
  */
 import { format } from 'node:util';
+import { redactUrl } from '../config/redact.js';
 
 /** Longest stored message and fields, in characters (a MySQL TEXT holds 65,535 bytes). */
 export const MAX_LINE_CHARS = 8000;
@@ -22,8 +23,7 @@ export class Redactor {
     let out = value;
     for (const s of this.secrets) if (out.includes(s)) out = out.split(s).join('***');
     // The pattern costs microseconds on a long line: only where a URL may be.
-    if (!out.includes('://')) return out;
-    return out.replace(/\b([a-z][a-z0-9+.-]*:\/\/)([^\s/?#@:]*):[^\s/?#]*@/gi, (_m, scheme: string, user: string) => `${scheme}${user}:***@`);
+    return out.includes('://') ? redactUrl(out) : out;
   }
 }
 
