@@ -147,13 +147,8 @@ export function print(json: boolean | undefined, doc: unknown, text: () => strin
 /** The most `-n` (next, list) may ask for. */
 export const MAX_COUNT = 100_000;
 
-/** `--period` of `logs` and `cancel`: an ISO instant (any one; whether a period has it is the store's to say), else bad usage. */
-export function parseInstantFlag(flag: string, value: string | undefined): Date | undefined {
-  if (value === undefined) return undefined;
-  const at = new Date(value);
-  if (Number.isNaN(at.getTime()) || !/^\d{4}-\d{2}-\d{2}T/.test(value)) throw new UsageError(`invalid ${flag} ${value}: expected an ISO instant such as 2026-12-07T06:00:00Z`);
-  return at;
-}
+export { parseInstantFlag } from '../time/instant.js';
+
 
 /**
  * A count flag (`-n`, `--limit`): a whole number from 1 to `max`, else bad usage (exit 2) in one line.

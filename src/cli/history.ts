@@ -7,7 +7,7 @@ import type { RunRecord } from '../store/types.js';
 import { formatLocal, relativeTime, truncate, zoneOffset } from '../time/display.js';
 import { withExitStatuses } from './exit.js';
 import { jobsOf, parseCount, print, setup, withCommonOptions, type CommonOptions } from './common.js';
-import { knownList, unknownJob } from './next.js';
+import { knownList, unknownJob } from '../jobs/unknown.js';
 import { adjacentPeriods, shardText } from '../output/periods.js';
 import { NAME_WIDTH, durationText, fittedTable, runView, wrapParts, type TimeView } from './views.js';
 

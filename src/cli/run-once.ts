@@ -11,9 +11,9 @@ import type { AttemptResult } from '../run/execute.js';
 import type { PeriodResult } from '../run/period.js';
 import { EXIT, withExitStatuses } from './exit.js';
 import { jobsOf, print, setup, table, withCommonOptions, type CommonOptions } from './common.js';
-import { unknownJob } from './next.js';
+import { unknownJob } from '../jobs/unknown.js';
 import { durationText } from './views.js';
-import { cliActor, recordAction } from '../audit/trail.js';
+import { cliActor } from '../audit/trail.js';
 
 interface RunOnceOptions extends CommonOptions {
   period?: string;
@@ -137,31 +137,16 @@ function collect(report: Report, results: PeriodResult[]): void {
 }
 
 async function manual(rt: Runtime, jobs: Job[], period: Date | undefined, force: boolean, report: Report, shard?: number): Promise<void> {
-  const { runManual } = await import('../run/pass.js');
-  // Each job's run is one entry of the audit trail, done (it ran, whatever its outcome) or refused.
-  const audit = (job: string, result: 'done' | 'refused', at: Date | undefined, detail: string) => recordAction(rt.auditStore, {
-    actor: cliActor(), action: period ? 'rerun' : 'run', job, period: at ? at.toISOString() : null, reason: null, force, result,
-    detail: shard === undefined ? detail : `shard ${shard}: ${detail}`,
-  });
+  const { runByHand } = await import('../actions/run.js');
+  const actor = cliActor();
   await Promise.all(jobs.map(async (job) => {
-    let attempts: AttemptResult[];
     try {
-      attempts = await runManual(rt, job, period, force, shard);
+      report.runs.push(...(await runByHand(rt, { job, ...(period ? { period } : {}), force, ...(shard !== undefined ? { shard } : {}), actor })));
     } catch (err) {
       if (!(err instanceof RefusedError)) throw err;
       report.notRun.push({ job: job.name, outcome: 'refused', reason: err.message });
-      await audit(job.name, 'refused', period, err.message);
-      return;
     }
-    report.runs.push(...attempts);
-    await audit(job.name, 'done', period ?? attempts[0]?.scheduledAt, attemptsText(attempts));
   }));
-}
-
-/** What a manual run came to, for the audit trail: `attempt 2 succeeded`, or each shard's. */
-function attemptsText(attempts: AttemptResult[]): string {
-  const sharded = new Set(attempts.map((a) => a.shard)).size > 1;
-  return attempts.map((a) => `${sharded ? `shard ${a.shard} ` : ''}attempt ${a.attempt} ${a.status}`).join(', ');
 }
 
 function render(report: Report, shardsOf: Map<string, number>): string {

@@ -18,6 +18,7 @@ import { MAX_RUN_LOG_BYTES, parseSize, RUN_LOG_SIZE_EXPECTED } from './size.js';
 export { parseSize };
 import { parseStoreHosts, StoreUrlError, type StoreHost, type TargetSessionAttrs } from '../store/hosts.js';
 import { redactWebhookUrl } from '../alerts/webhook.js';
+import { parseHttpTokens, type HttpTokenConfig } from './http-tokens.js';
 import { CONFIG_FILE, DEFAULTS, LOG_LEVELS, SETTINGS, type SettingName } from './settings.js';
 
 /**
@@ -41,6 +42,8 @@ export interface Config {
   httpOrigin: string | null;
   /** Bearer token for `/` and `/api/...` of the HTTP server; null: none. A secret: never shown. */
   httpToken: string | null;
+  /** The HTTP server's tokens (httpTokens, and httpToken as the operator `default`): hashes only. */
+  httpTokens: HttpTokenConfig[];
   logLevel: string;
   /** How long in-flight runs may go on after SIGTERM before ctx.signal aborts with 'shutdown'. */
   gracePeriodMs: number;
@@ -155,6 +158,14 @@ export function loadConfig(options: LoadOptions = {}): Config {
   const tokenRaw = raw('httpToken', DEFAULTS.httpToken);
   if (typeof tokenRaw.value !== 'string' || /\s/.test(tokenRaw.value.trim())) fail({ ...tokenRaw, value: '***' }, 'a token without spaces, or empty for none');
   const httpToken = (tokenRaw.value as string).trim() === '' ? null : (tokenRaw.value as string).trim();
+  const tokensRaw = pick('httpTokens');
+  let httpTokens: HttpTokenConfig[];
+  try {
+    httpTokens = parseHttpTokens(tokensRaw?.value, env, httpToken);
+  } catch (err) {
+    // The list holds no secret (names of variables, hashes): named as written.
+    throw new ConfigError(`invalid setting ${tokensRaw?.origin ?? 'httpTokens'}: ${(err as Error).message}`);
+  }
 
   const levelRaw = raw('logLevel', DEFAULTS.logLevel);
   const logLevel = z.enum(LOG_LEVELS).safeParse(levelRaw.value);
@@ -187,7 +198,7 @@ export function loadConfig(options: LoadOptions = {}): Config {
   const alertToken = parseAlertToken(pick('alertToken'), fail);
 
   return {
-    jobsDir, store, redis, redisPrefix, nodeId, timezone, http, httpOrigin, httpToken, alertWebhook, alertToken,
+    jobsDir, store, redis, redisPrefix, nodeId, timezone, http, httpOrigin, httpToken, httpTokens, alertWebhook, alertToken,
     logLevel: logLevel.data as string,
     gracePeriodMs: gracePeriodMs as number,
     retentionMs,
@@ -321,6 +332,7 @@ export function describeConfig(config: Config): Record<string, unknown> {
     timezone: config.timezone,
     http: config.http === 'off' ? 'off' : `${config.http.host}:${config.http.port}`,
     httpToken: config.httpToken === null ? 'none' : '***',
+    httpTokens: config.httpTokens.map((t) => ({ name: t.name, role: t.role, from: t.from })),
     logLevel: config.logLevel,
     gracePeriodMs: config.gracePeriodMs,
     retention: config.retentionMs === null ? 'off' : formatDuration(config.retentionMs),

@@ -63,7 +63,12 @@ export const SETTINGS = {
   },
   httpToken: {
     env: 'SCHEDULER_HTTP_TOKEN', flag: '--http-token', type: 'string (secret)', defaultText: 'none',
-    description: 'a bearer token that / and /api/... require (Authorization: Bearer <token>); the probes and /metrics never do; never shown',
+    description: "a bearer token that / and /api/... require (Authorization: Bearer <token>), an operator named 'default' beside httpTokens; the probes and /metrics never do; never shown",
+  },
+  // No flag on any command (a list of tokens belongs in a file); the name is only for messages.
+  httpTokens: {
+    env: 'SCHEDULER_HTTP_TOKENS', flag: '--http-tokens', type: 'list (JSON)', defaultText: 'none',
+    description: 'named bearer tokens with a role, viewer (reads) or operator (reads and actions: run, re-run, pause, resume, cancel): [{ "name": "ops", "role": "operator", "env": "OPS_TOKEN" }, { "name": "dash", "role": "viewer", "sha256": "<hex>" }]; each named by an environment variable or given as its SHA-256, never in clear; with any token, a request without one is 401',
   },
   logLevel: { env: 'SCHEDULER_LOG_LEVEL', flag: '--log-level', type: 'pino level', description: `pino level: ${LOG_LEVELS.join(', ')}` },
   gracePeriod: {

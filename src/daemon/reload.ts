@@ -53,6 +53,7 @@ const FIXED: Array<{ name: string; value: (c: Config) => unknown; shown: (c: Con
   { name: 'nodeId', value: (c) => c.nodeId, shown: (c) => c.nodeId },
   { name: 'http', value: (c) => (c.http === 'off' ? 'off' : `${c.http.host}:${c.http.port}`), shown: (c) => (c.http === 'off' ? 'off' : `${c.http.host}:${c.http.port}`) },
   { name: 'httpToken', value: (c) => c.httpToken, shown: (c) => (c.httpToken ? '***' : '(none)') },
+  { name: 'httpTokens', value: (c) => c.httpTokens.map((t) => `${t.name}:${t.role}:${t.sha256.toString('hex')}`).join(','), shown: (c) => (c.httpTokens.length === 0 ? '(none)' : c.httpTokens.map((t) => `${t.name} (${t.role})`).join(', ')) },
   { name: 'alertWebhook', value: (c) => c.alertWebhook, shown: (c) => (c.alertWebhook ? redactWebhookUrl(c.alertWebhook) : '(none)') },
   { name: 'alertToken', value: (c) => c.alertToken, shown: (c) => (c.alertToken ? '***' : '(none)') },
 ];

@@ -361,7 +361,8 @@ export class Scheduler {
     return due.filter(Boolean).length === 1 ? slices[turn]! : slices.flatMap((s, i) => (due[i] ? s : []));
   }
 
-  private track(p: Promise<unknown>): void {
+  /** Keeps `p` in the shutdown's wait (a sweep, a tick, a run by hand started over HTTP). */
+  track(p: Promise<unknown>): void {
     this.tracked.add(p);
     void p.finally(() => this.tracked.delete(p));
   }

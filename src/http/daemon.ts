@@ -14,13 +14,15 @@ import type { StatusReader } from '../status/model.js';
 import { apiRoute, type AuditSource } from './api.js';
 import { SchedulerMetrics } from './metrics.js';
 import { HttpServer, json, type Reply } from './server.js';
+import { actionRouter, type ActionContext } from './actions.js';
+import type { Caller } from './access.js';
 import { StoreProbe, SummaryCache } from './summaries.js';
 import { createPageHandler } from './page/index.js';
 
 /** /healthz fails when the tick loop's pulse (the once-a-second sweep timer) is older than this. */
 export const PULSE_STALE_MS = 10_000;
 
-export type PageHook = (url: URL) => Promise<{ status: number; html: string } | null>;
+export type PageHook = (url: URL, view: { actions: boolean }) => Promise<{ status: number; html: string } | null>;
 
 export interface AttachOptions {
   rt: Runtime;
@@ -35,6 +37,7 @@ interface Attached {
   storeUp: () => boolean;
   reader: StatusReader;
   audit: AuditSource;
+  actions: ActionContext;
   metrics: SchedulerMetrics;
   jobs: Job[];
   invalid: InvalidJobFile[];
@@ -56,12 +59,13 @@ export class DaemonHttp {
   }
 
   async bind(): Promise<string | null> {
-    const { http, httpOrigin, httpToken } = this.config;
+    const { http, httpOrigin, httpTokens, nodeId } = this.config;
     if (http === 'off') return null;
     const server = new HttpServer({
-      host: http.host, port: http.port, origin: httpOrigin, token: httpToken, log: this.log,
+      host: http.host, port: http.port, origin: httpOrigin, tokens: httpTokens, nodeId, log: this.log,
       open: { '/healthz': () => this.healthz(), '/readyz': () => this.readyz(), '/metrics': () => this.metrics() },
-      guarded: [apiRoute(() => this.parts?.reader ?? null, () => this.parts?.audit ?? null), (url) => this.pageRoute(url)],
+      guarded: [apiRoute(() => this.parts?.reader ?? null, () => this.parts?.audit ?? null), (url, caller) => this.pageRoute(url, caller)],
+      actions: actionRouter(() => this.parts?.actions ?? null),
     });
     const url = await server.start();
     if (url) this.server = server;
@@ -97,7 +101,10 @@ export class DaemonHttp {
       probe?.start();
       cache.start();
     }
-    this.parts = { snapshot, storeUp, reader, audit: { store: rt.auditStore, now: () => rt.clock.now() }, metrics, jobs, invalid, stop: () => { probe?.stop(); cache.stop(); removeObserver(); } };
+    const actions: ActionContext = {
+      rt, jobs, invalid, nodeId: this.config.nodeId, log: this.log, track: (p) => scheduler.track(p), stopping: () => snapshot().stopping,
+    };
+    this.parts = { snapshot, storeUp, reader, audit: { store: rt.auditStore, now: () => rt.clock.now() }, actions, metrics, jobs, invalid, stop: () => { probe?.stop(); cache.stop(); removeObserver(); } };
   }
 
   private readerOf: ((jobs: Job[], invalid: InvalidJobFile[]) => StatusReader) | null = null;
@@ -108,7 +115,7 @@ export class DaemonHttp {
     if (!this.parts || !this.readerOf) return;
     this.parts.metrics.setJobs(jobs.map((j) => j.name));
     const reader = this.readerOf(jobs, invalid);
-    this.parts = { ...this.parts, reader, jobs, invalid };
+    this.parts = { ...this.parts, reader, jobs, invalid, actions: { ...this.parts.actions, jobs, invalid } };
     this.page = this.pageOf?.(reader) ?? null;
   }
 
@@ -143,10 +150,11 @@ export class DaemonHttp {
     return { status: 200, contentType, body };
   }
 
-  private async pageRoute(url: URL): Promise<Reply | null> {
+  private async pageRoute(url: URL, caller: Caller): Promise<Reply | null> {
     // Before the runtime is attached there is nothing to show: 503, as /readyz says.
     if (!this.page) return url.pathname === '/' || url.pathname.startsWith('/jobs/') ? json(503, { error: 'starting' }) : null;
-    const r = await this.page(url);
+    // A viewer's page has no action buttons (its POSTs would be 403 anyway).
+    const r = await this.page(url, { actions: caller.role === 'operator' });
     return r ? { status: r.status, body: r.html, contentType: 'text/html; charset=utf-8' } : null;
   }
 }

@@ -143,7 +143,15 @@ export function manualShards(perShard: Array<{ index: number; runs: RunRecord[] 
  * RefusedError. A paused job is refused unless `force` (which also runs it, and the retries it owes).
  * A sharded job's manual run is every shard (or `shard` alone), each its own row, all run here.
  */
-export async function runManual(rt: Runtime, job: Job, period: Date | undefined, force: boolean, shard?: number): Promise<AttemptResult[]> {
+/** What a run by hand took, told once its claim is won (before the body runs). */
+export interface ManualStart {
+  scheduledAt: Date;
+  /** The unsharded attempt, or each shard taken with its attempt. */
+  attempt: number;
+  shards?: Array<{ index: number; attempt: number }>;
+}
+
+export async function runManual(rt: Runtime, job: Job, period: Date | undefined, force: boolean, shard?: number, onStarted?: (start: ManualStart) => void): Promise<AttemptResult[]> {
   if (!force) {
     const row = (await rt.jobStore.get([job.name])).get(job.name);
     if (row?.paused) throw pausedRefusal(job.name, row.pausedReason);
@@ -167,7 +175,11 @@ export async function runManual(rt: Runtime, job: Job, period: Date | undefined,
   } else {
     await refuseIfInFlight(rt.store, job);
   }
-  const result = await rt.runner.runPeriod(job, scheduledAt, 'manual', { attempt, checkOverlap: 'none', followOwed: true, ignorePause: force, ...(shards ? { shards } : {}) });
+  const onClaimed = onStarted && ((outcome: PeriodResult['claim']) => {
+    if (outcome === 'won' || outcome === 'in-hand') onStarted({ scheduledAt, attempt, ...(shards ? { shards } : {}) });
+  });
+  const result = await rt.runner.runPeriod(job, scheduledAt, 'manual', { attempt, checkOverlap: 'none', followOwed: true, ignorePause: force, ...(shards ? { shards } : {}), ...(onClaimed ? { onClaimed } : {}) });
+  if (result.claim === 'stopped' && result.attempts.length === 0) throw new SchedulerError('E_REFUSED', 'this node is stopping: it takes no new claims');
   if (result.claim === 'error') throw new SchedulerError('E_STORE_UNAVAILABLE', result.error ?? 'claim failed');
   // Paused between the check above and the claim: the claim recorded the row skipped (paused).
   if (result.claim === 'skipped-paused' && result.attempts.length === 0) throw pausedRefusal(job.name, null);

@@ -47,6 +47,12 @@ export interface RunPeriodOptions {
   ignorePause?: boolean;
   /** A sharded job: only these shards, each at its attempt (a manual run of a period). Default: every shard, at `attempt`. */
   shards?: Array<{ index: number; attempt: number }>;
+  /**
+   * Called once, as soon as the first attempt's claim has an outcome (before its body runs): a run
+   * by hand over HTTP answers then, and the audit trail records it. A sharded period: once every
+   * shard's claim has one, with the most telling (CLAIM_RANK).
+   */
+  onClaimed?: (outcome: PeriodResult['claim']) => void;
 }
 
 /**
@@ -112,8 +118,19 @@ export class PeriodRunner {
     const jitter = trigger === 'manual' || attempt > 1 ? 0 : jitterDelayMs(periodKey(job.name, scheduledAt), job.jitterMs ?? 0);
     const notBefore = jitter > 0 ? new Date(Math.max(options.notBefore?.getTime() ?? 0, scheduledAt.getTime() + jitter)) : options.notBefore;
     const opts = { ...options, notBefore };
-    if ((job.shards ?? 1) > 1 || options.shards) return this.runShards(job, scheduledAt, trigger, opts);
-    return this.runShard(job, scheduledAt, trigger, opts, 0, attempt);
+    // At most once, whichever comes first: the claim's outcome, or the result (a claim that threw).
+    let told = options.onClaimed === undefined;
+    const tell = (outcome: PeriodResult['claim']) => {
+      if (told) return;
+      told = true;
+      options.onClaimed!(outcome);
+    };
+    const run = (job.shards ?? 1) > 1 || options.shards ? this.runShards(job, scheduledAt, trigger, opts, tell) : this.runShard(job, scheduledAt, trigger, opts, 0, attempt, tell);
+    if (told) return run;
+    return run.then((r) => {
+      tell(r.claim);
+      return r;
+    });
   }
 
   private runShard(job: Job, scheduledAt: Date, trigger: Trigger, options: RunPeriodOptions, shard: number, attempt: number, onClaim?: (outcome: PeriodResult['claim']) => void): Promise<PeriodResult> {
@@ -132,7 +149,7 @@ export class PeriodRunner {
    * manual run (a period no other node knows) claims every shard at once. A caught-up period claims
    * only the shards that have no row yet.
    */
-  private async runShards(job: Job, scheduledAt: Date, trigger: Trigger, options: RunPeriodOptions): Promise<PeriodResult> {
+  private async runShards(job: Job, scheduledAt: Date, trigger: Trigger, options: RunPeriodOptions, onClaimed?: (outcome: PeriodResult['claim']) => void): Promise<PeriodResult> {
     const key = periodKey(job.name, scheduledAt);
     const count = job.shards ?? 1;
     let todo = options.shards ?? Array.from({ length: count }, (_, index) => ({ index, attempt: options.attempt ?? 1 }));
@@ -146,13 +163,16 @@ export class PeriodRunner {
       }
     }
     const runs: Array<Promise<PeriodResult>> = [];
+    const outcomes: Array<PeriodResult['claim']> = [];
     // Starts a shard's claim and run; resolves with the claim's outcome (the run goes on).
-    const start = (s: { index: number; attempt: number }): Promise<PeriodResult['claim']> => {
+    const start = async (s: { index: number; attempt: number }): Promise<PeriodResult['claim']> => {
       let claimed: (o: PeriodResult['claim']) => void = () => {};
       const outcome = new Promise<PeriodResult['claim']>((resolve) => (claimed = resolve));
       const run = this.runShard(job, scheduledAt, trigger, options, s.index, s.attempt, claimed);
       runs.push(run);
-      return Promise.race([outcome, run.then((r) => r.claim)]);
+      const o = await Promise.race([outcome, run.then((r) => r.claim)]);
+      outcomes.push(o);
+      return o;
     };
     const lanes = async (list: Array<{ index: number; attempt: number }>) => {
       let next = 0;
@@ -162,6 +182,7 @@ export class PeriodRunner {
     };
     if (trigger === 'manual') {
       await lanes(todo);
+      if (outcomes.length > 0) onClaimed?.(CLAIM_RANK.find((c) => outcomes.includes(c)) ?? 'lost-row');
     } else if (todo.length > 0) {
       const first = firstShard(this.claimer.nodeId, key, todo.length);
       const order = [...todo.slice(first), ...todo.slice(0, first)];

@@ -27,9 +27,13 @@ export class Redactor {
   }
 }
 
-/** The configuration's secrets: the passwords of the store's and Redis's URLs, the tokens, the webhook URL. */
-export function configSecrets(config: { store: { url: string }; redis: string[]; httpToken: string | null; alertToken: string | null; alertWebhook: string | null }): string[] {
-  return [...urlPasswords([config.store.url, ...config.redis, ...(config.alertWebhook ? [config.alertWebhook] : [])]), config.httpToken ?? '', config.alertToken ?? '', config.alertWebhook ?? ''];
+/**
+ * The configuration's secrets: the passwords of the store's and Redis's URLs, the tokens (the HTTP
+ * tokens named by environment variables read from `env`: the config keeps only their hashes), the webhook URL.
+ */
+export function configSecrets(config: { store: { url: string }; redis: string[]; httpToken: string | null; httpTokens?: Array<{ from: string }>; alertToken: string | null; alertWebhook: string | null }, env: NodeJS.ProcessEnv = process.env): string[] {
+  const tokenValues = (config.httpTokens ?? []).map((t) => (t.from.startsWith('env ') ? env[t.from.slice(4)]?.trim() ?? '' : ''));
+  return [...urlPasswords([config.store.url, ...config.redis, ...(config.alertWebhook ? [config.alertWebhook] : [])]), config.httpToken ?? '', ...tokenValues, config.alertToken ?? '', config.alertWebhook ?? ''];
 }
 
 /** The passwords in connection URLs (`scheme://user:password@host`), decoded and as written. */

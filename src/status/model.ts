@@ -68,6 +68,8 @@ export interface RunView {
   durationMs: number | null;
   /** The first line of the error, at most 300 characters. */
   error: string | null;
+  /** In a job's detail: the instant is a period of its schedule (a run now's is not), so the period can be re-run. */
+  period?: boolean;
   /** A command job's output: the last OUTPUT_IN_VIEW characters of the stored tail (`history --json` has all 64 KiB); null for other jobs. */
   output?: string | null;
 }

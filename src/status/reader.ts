@@ -9,7 +9,7 @@ import type { InvalidJobFile, Job } from '../jobs/types.js';
 import type { SchedulerSnapshot } from '../daemon/scheduler.js';
 import type { JobSummary, ListedNode, RunRecord, RunStore } from '../store/types.js';
 import { nodeView } from '../nodes/view.js';
-import { describePeriods, nextPeriods } from '../time/schedule.js';
+import { describePeriods, isPeriod, nextPeriods } from '../time/schedule.js';
 import type { SummaryCache } from '../http/summaries.js';
 import type { InvalidJobView, JobDetailView, JobView, NodeView, RunView, RunsQuery, StatusReader, SummaryView } from './model.js';
 import type { RunLogStore } from '../runlog/types.js';
@@ -148,7 +148,8 @@ export function createStatusReader(o: StatusReaderOptions): StatusReader {
       const runs = await o.store.history({ job: name, limit: 100, outputChars: OUTPUT_IN_VIEW });
       return {
         job: jobView(job, o.cache.summaries.get(name), at),
-        runs: adjacentPeriods(runs).map(runView),
+        // A run now's instant is no period of the schedule: re-run by period applies to the others only.
+        runs: adjacentPeriods(runs).map((r) => ({ ...runView(r), period: isPeriod(job.schedule, r.scheduledAt) })),
         periods: job.enabled ? describePeriods(job.schedule, at, 10).map((p) => ({ utc: p.utc, local: p.local, dst: p.dst ?? null })) : [],
       } satisfies JobDetailView;
     },

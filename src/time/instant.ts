@@ -1,4 +1,5 @@
 /** Instants given on the command line. */
+import { UsageError } from '../errors.js';
 
 const ISO_INSTANT = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d+))?)?(Z|([+-])(\d{2})(?::?(\d{2}))?)$/i;
 
@@ -29,4 +30,12 @@ export function parseInstant(text: string): Date | undefined {
   date.setUTCHours(hour, minute, second, ms);
   date.setTime(date.getTime() - offsetMinutes * 60_000);
   return Number.isNaN(date.getTime()) ? undefined : date;
+}
+
+/** An ISO instant given by a flag or a field (`what` names it in the refusal); undefined when not given. */
+export function parseInstantFlag(what: string, value: string | undefined): Date | undefined {
+  if (value === undefined) return undefined;
+  const at = new Date(value);
+  if (Number.isNaN(at.getTime()) || !/^\d{4}-\d{2}-\d{2}T/.test(value)) throw new UsageError(`invalid ${what} ${value}: expected an ISO instant such as 2026-12-07T06:00:00Z`);
+  return at;
 }

@@ -25,7 +25,7 @@ describe('HTTP request target that is not a URL', () => {
     const rejections: unknown[] = [];
     const onRejection = (e: unknown) => rejections.push(e);
     process.on('unhandledRejection', onRejection);
-    const server = new HttpServer({ host: '127.0.0.1', port: 0, origin: 'test', token: null, log, open: { '/healthz': () => json(200, { ok: true }) }, guarded: [] });
+    const server = new HttpServer({ host: '127.0.0.1', port: 0, origin: 'test', tokens: [], nodeId: 'test-node', log, open: { '/healthz': () => json(200, { ok: true }) }, guarded: [] });
     const url = await server.start();
     try {
       const answer = await new Promise<string>((resolve) => {

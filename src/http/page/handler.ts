@@ -12,7 +12,8 @@ export interface PageResponse {
   html: string;
 }
 
-export type PageHook = (url: URL) => Promise<PageResponse | null>;
+/** `actions`: the caller may act (an operator): the job page shows its buttons. */
+export type PageHook = (url: URL, view?: { actions: boolean }) => Promise<PageResponse | null>;
 
 export interface PageOptions {
   /** Seconds between the page's own reloads (`<meta http-equiv="refresh">`); 0: no reload. Default 10. */
@@ -32,10 +33,10 @@ export function createPageHandler(reader: StatusReader, options: PageOptions = {
   }
   const clock = options.now ?? (() => new Date());
 
-  return async (url) => {
+  return async (url, view = { actions: false }) => {
     if (url.pathname === '/') return home(reader, url, refreshSeconds, clock());
     const match = JOB_PATH.exec(url.pathname);
-    if (match) return jobPage(reader, match[1]!, refreshSeconds, clock());
+    if (match) return jobPage(reader, match[1]!, refreshSeconds, clock(), view.actions);
     const log = RUN_LOG_PATH.exec(url.pathname);
     if (log) return runLogPage(reader, log[1]!, clock());
     return null;
@@ -64,7 +65,7 @@ async function home(reader: StatusReader, url: URL, refreshSeconds: number, now:
   return { status: 200, html: layout({ title: filter ? `jobs: ${filter}` : 'status', refreshSeconds, now, ...identity }, body) };
 }
 
-async function jobPage(reader: StatusReader, encoded: string, refreshSeconds: number, now: Date): Promise<PageResponse> {
+async function jobPage(reader: StatusReader, encoded: string, refreshSeconds: number, now: Date, actions: boolean): Promise<PageResponse> {
   let name: string;
   try {
     name = decodeURIComponent(encoded);
@@ -78,7 +79,7 @@ async function jobPage(reader: StatusReader, encoded: string, refreshSeconds: nu
     return { status: 503, html: layout({ title: name, refreshSeconds, now }, html`<p><a href="/">← all jobs</a></p><h1>${name}</h1>${unavailableSection('Job')}`) };
   }
   if (!detail) return { status: 404, html: layout({ title: 'no such job', refreshSeconds: 0, now }, notFoundBody(name)) };
-  return { status: 200, html: layout({ title: name, refreshSeconds, now }, jobPageBody(detail, now)) };
+  return { status: 200, html: layout({ title: name, refreshSeconds, now }, jobPageBody(detail, now, actions)) };
 }
 
 async function runLogPage(reader: StatusReader, runId: string, now: Date): Promise<PageResponse> {

@@ -8,6 +8,7 @@ import type { RunStatus } from '../../store/types.js';
 import { durationText, relativeCell, relativeInZone, timeCell, zoneText } from './format.js';
 import { html, Markup, type Fragment } from './html.js';
 import { STYLESHEET } from './style.js';
+import { ACTIONS_SCRIPT, jobActions, rerunCell } from './actions.js';
 
 export type JobFilter = 'failing' | 'never' | 'paused' | 'running';
 export const JOB_FILTERS: readonly JobFilter[] = ['failing', 'never', 'paused', 'running'];
@@ -218,11 +219,19 @@ export function unavailableSection(title: string): Markup {
   return html`<section><h2>${title}</h2><p class="badge bad">✗ could not be read just now (the store may be away); the daemon's log has the error.</p></section>`;
 }
 
-export function jobPageBody(detail: JobDetailView, now: Date): Markup {
+export function jobPageBody(detail: JobDetailView, now: Date, actions = false): Markup {
   const { job, runs, periods } = detail;
+  // Re-run: on the newest row of each period (the runs are newest first).
+  const seen = new Set<string>();
+  const newest = runs.map((r) => {
+    if (seen.has(r.periodKey)) return false;
+    seen.add(r.periodKey);
+    return true;
+  });
   const fact = (label: string, value: Fragment) => html`<dt>${label}</dt><dd>${value}</dd>`;
   return html`<p><a href="/">← all jobs</a></p>
 <h1 class="job-title">${job.name}${job.paused ? html` <span class="badge warn">‖ paused</span>` : ''}${job.running > 0 ? html` ${statusBadge('running')}` : ''}</h1>
+${actions ? jobActions(job) : ''}
 <dl class="facts">
 ${fact('schedule', html`<code>${job.schedule}</code>`)}
 ${fact('zone', zoneText(job.timezone))}
@@ -245,15 +254,16 @@ ${periods.map((p, i) => html`<tr${p.dst ? html` class="dst"` : ''}><td class="nu
 </section>
 <section aria-labelledby="runs-h"><h2 id="runs-h">Last ${runs.length} attempts</h2>
 ${runs.length === 0 ? html`<p class="muted">No attempt recorded yet.</p>` : html`<div class="scroll"><table class="runs">
-<thead><tr><th>period (job's time)</th>${job.shards > 1 ? html`<th>shard</th>` : ''}<th>attempt (log)</th><th class="wide">trigger</th><th class="wide">node</th><th class="wide">started</th><th>duration</th><th>status</th><th>error</th></tr></thead>
+<thead><tr><th>period (job's time)</th>${job.shards > 1 ? html`<th>shard</th>` : ''}<th>attempt (log)</th><th class="wide">trigger</th><th class="wide">node</th><th class="wide">started</th><th>duration</th><th>status</th><th>error</th>${actions ? html`<th>action</th>` : ''}</tr></thead>
 <tbody>
-${runs.map((r) => runRow(r, job.timezone, now, job.shards))}
+${runs.map((r, i) => runRow(r, job.timezone, now, job.shards, actions ? rerunCell(r, newest[i]!, job) : ''))}
 </tbody></table></div>`}
-</section>`;
+</section>
+${actions ? html`<script>${ACTIONS_SCRIPT}</script>` : ''}`;
 }
 
-function runRow(run: RunView, timezone: string, now: Date, shards: number): Markup {
-  return html`<tr data-period="${run.periodKey}"${shards > 1 ? html` data-shard="${run.shard}"` : ''}><td>${timeCell(run.scheduledAt, timezone, now)}</td>${shards > 1 ? html`<td class="num">${shardText(run.shard, shards)}</td>` : ''}<td class="num"><a href="/runs/${encodeURIComponent(run.runId)}/log" title="this attempt's log">${run.attempt}</a></td><td class="wide">${run.trigger}</td><td class="wide id">${run.nodeId}</td><td class="wide">${timeCell(run.startedAt, timezone, now)}</td><td class="num">${durationText(run.durationMs)}</td><td>${statusBadge(run.status, run.reason)}</td><td class="error">${firstLine(run.error, 300) ?? ''}${run.output ? html`<details class="output"><summary>output</summary><pre>${run.output}</pre></details>` : ''}</td></tr>`;
+function runRow(run: RunView, timezone: string, now: Date, shards: number, action: Fragment): Markup {
+  return html`<tr data-period="${run.periodKey}"${shards > 1 ? html` data-shard="${run.shard}"` : ''}><td>${timeCell(run.scheduledAt, timezone, now)}</td>${shards > 1 ? html`<td class="num">${shardText(run.shard, shards)}</td>` : ''}<td class="num"><a href="/runs/${encodeURIComponent(run.runId)}/log" title="this attempt's log">${run.attempt}</a></td><td class="wide">${run.trigger}</td><td class="wide id">${run.nodeId}</td><td class="wide">${timeCell(run.startedAt, timezone, now)}</td><td class="num">${durationText(run.durationMs)}</td><td>${statusBadge(run.status, run.reason)}</td><td class="error">${firstLine(run.error, 300) ?? ''}${run.output ? html`<details class="output"><summary>output</summary><pre>${run.output}</pre></details>` : ''}</td>${action}</tr>`;
 }
 
 export function notFoundBody(name: string): Markup {

@@ -50,6 +50,10 @@ col.c-name{width:16%}col.c-schedule{width:11%}col.c-zone{width:10%}col.c-next{wi
 table.jobs td{overflow-wrap:anywhere}table.jobs .error{min-width:0}
 /* Fixed columns: a header or a count wraps at its spaces rather than run into the next column. */
 table.jobs th,table.jobs td.num{white-space:normal}
+.actions{display:flex;flex-wrap:wrap;gap:6px;align-items:center;margin:0 0 10px}
+button.act{font:inherit;font-size:13px;padding:3px 10px;border:1px solid #c4cad1;border-radius:4px;background:#fff;color:#1d232a;cursor:pointer}
+button.act:hover{background:#eef1f4}button.act:disabled{opacity:.6;cursor:progress}
+.action-result{font-size:13px;overflow-wrap:anywhere}.action-result.ok{color:#137333}.action-result.bad{color:#a50e0e}
 dl.facts{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;margin:0}
 dl.facts dt{color:#5f6b7a}dl.facts dd{margin:0;overflow-wrap:anywhere}
 ul.invalid{margin:0;padding-left:20px;overflow-wrap:anywhere}

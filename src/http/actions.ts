@@ -1,0 +1,152 @@
+/**
+ * The operators' actions over HTTP, each a POST with a JSON body, each through the same function as
+ * its command (src/actions/): the same rules, the same refusals, the same audit entry, with the
+ * caller's token name as the actor.
+ *
+ *   POST /api/jobs/<name>/run                  { "force"?, "shard"? }          run now (run-once <job>)
+ *   POST /api/jobs/<name>/periods/<ISO>/run    { "force"?, "shard"? }          re-run a period (run-once <job> --period)
+ *   POST /api/jobs/<name>/pause                { "reason"? }                   pause
+ *   POST /api/jobs/<name>/resume               {}                              resume
+ *   POST /api/jobs/<name>/cancel               { "period"?, "reason"?, "wait"? } cancel (wait: seconds, default 10)
+ *
+ * A run by hand runs on the node that answers (it must define the job) and is answered 202 as soon
+ * as its claim is won, before its body runs; its outcome is in the history and its log.
+ */
+import { z } from 'zod';
+import { SchedulerError, errorMessage } from '../errors.js';
+import type { InvalidJobFile, Job } from '../jobs/types.js';
+import type { Logger } from '../log.js';
+import type { Runtime } from '../runtime.js';
+import { unknownJob } from '../jobs/unknown.js';
+import { changePause, parseReason, MAX_REASON_CHARS } from '../actions/pause.js';
+import { cancelRunning } from '../actions/cancel.js';
+import { runByHand } from '../actions/run.js';
+import { parsePeriod, type ManualStart } from '../run/pass.js';
+import { parseInstantFlag } from '../time/instant.js';
+import type { Caller } from './access.js';
+import { json, type ActionHandler, type ActionRouter, type Reply } from './server.js';
+
+export interface ActionContext {
+  rt: Runtime;
+  jobs: Job[];
+  invalid: InvalidJobFile[];
+  nodeId: string;
+  log: Logger;
+  /** Keeps a run started by an action in the daemon's shutdown (it waits for it, then interrupts it). */
+  track: (p: Promise<unknown>) => void;
+  stopping: () => boolean;
+}
+
+/** How long a cancel over HTTP waits for the attempt to end, by default and at most (seconds). */
+export const CANCEL_WAIT_DEFAULT_S = 10;
+export const CANCEL_WAIT_MAX_S = 60;
+
+const runBody = z.object({ force: z.boolean().optional(), shard: z.number().int().min(0).optional() }).strict();
+const pauseBody = z.object({ reason: z.string().max(MAX_REASON_CHARS * 4).nullable().optional() }).strict();
+const emptyBody = z.object({}).strict();
+const cancelBody = z.object({
+  period: z.string().optional(), reason: z.string().max(MAX_REASON_CHARS * 4).nullable().optional(),
+  wait: z.number().min(0).max(CANCEL_WAIT_MAX_S).optional(),
+}).strict();
+
+const ACTION_PATH = /^\/api\/jobs\/([^/]+)\/(run|pause|resume|cancel|periods\/([^/]+)\/run)$/;
+
+export function actionRouter(context: () => ActionContext | null): ActionRouter {
+  return (url) => {
+    const m = ACTION_PATH.exec(url.pathname);
+    if (!m) return null;
+    const handler: ActionHandler = async (body, caller) => {
+      const ctx = context();
+      if (!ctx) return json(503, { error: 'starting: the jobs are not loaded yet' });
+      let name: string;
+      let periodText: string | undefined;
+      try {
+        name = decodeURIComponent(m[1]!);
+        periodText = m[3] === undefined ? undefined : decodeURIComponent(m[3]);
+      } catch {
+        return json(400, { error: 'invalid job name or period in the path', path: url.pathname });
+      }
+      try {
+        const what = m[3] !== undefined ? 'rerun' : (m[2] as 'run' | 'pause' | 'resume' | 'cancel');
+        if (what === 'run' || what === 'rerun') return await run(ctx, name, periodText, parse(runBody, body), caller);
+        if (what === 'pause' || what === 'resume') {
+          const reason = what === 'pause' ? parseReason(parse(pauseBody, body).reason ?? undefined, 'reason') : (parse(emptyBody, body), null);
+          const report = await changePause(ctx.rt, {
+            job: name, pause: what === 'pause', reason, actor: caller.actor, warn: warnTo(ctx.log),
+            local: { names: ctx.jobs.map((j) => j.name), invalid: ctx.invalid },
+          });
+          return json(200, report);
+        }
+        const b = parse(cancelBody, body);
+        const period = b.period === undefined ? undefined : parseInstantFlag('period', b.period);
+        const report = await cancelRunning(ctx.rt, {
+          job: name, ...(period ? { period } : {}), reason: parseReason(b.reason ?? undefined, 'reason'), actor: caller.actor,
+          waitMs: (b.wait ?? CANCEL_WAIT_DEFAULT_S) * 1000, warn: warnTo(ctx.log),
+        });
+        return json(200, report);
+      } catch (err) {
+        return errorReply(err);
+      }
+    };
+    return handler;
+  };
+}
+
+async function run(ctx: ActionContext, name: string, periodText: string | undefined, body: z.infer<typeof runBody>, caller: Caller): Promise<Reply> {
+  const job = ctx.jobs.find((j) => j.name === name);
+  if (!job) {
+    const err = unknownJob(name, ctx.jobs.map((j) => j.name), ctx.invalid);
+    return json(err.code === 'E_JOB_INVALID' ? 409 : 404, { error: `${err.message} (on this node, ${ctx.nodeId}: a run by hand runs on the node that answers)`, job: name });
+  }
+  if (ctx.stopping()) return json(503, { error: `this node (${ctx.nodeId}) is stopping: it takes no new runs` });
+  const period = periodText === undefined ? undefined : parsePeriod(job, periodText, new Date(ctx.rt.clock.now()));
+  const count = job.shards ?? 1;
+  if (body.shard !== undefined && body.shard >= count) {
+    throw new SchedulerError('E_USAGE', `invalid shard ${body.shard}: job '${job.name}' has ${count} shard${count === 1 ? '' : 's'} (0 to ${count - 1})`);
+  }
+  let started: (s: ManualStart) => void = () => {};
+  const start = new Promise<ManualStart>((resolve) => (started = resolve));
+  const done = runByHand(ctx.rt, {
+    job, ...(period ? { period } : {}), force: body.force === true, ...(body.shard !== undefined ? { shard: body.shard } : {}),
+    actor: caller.actor, onStarted: started, warn: warnTo(ctx.log),
+  });
+  const finished = done.then(() => null, (err: unknown) => err);
+  ctx.track(finished);
+  const first = await Promise.race([start.then((s) => ({ s })), finished.then((err) => ({ err }))]);
+  if ('err' in first) {
+    if (first.err !== null) return errorReply(first.err);
+    // Ended without a claim of its own (cannot happen: runManual throws then); say what the store holds.
+  }
+  const s = 's' in first ? first.s : await start;
+  // The attempts' ids, for their log and a cancel: read back by the period's rows of this node.
+  const shards = s.shards?.map((x) => x.index) ?? (count > 1 ? Array.from({ length: count }, (_, i) => i) : [0]);
+  const rows = (await Promise.all(shards.map((i) => ctx.rt.store.periodRuns(job.name, s.scheduledAt, i)))).flat();
+  const attempts = rows.filter((r) => r.trigger === 'manual' && r.nodeId === ctx.nodeId && (s.shards ? s.shards.some((x) => x.index === r.shard && x.attempt === r.attempt) : r.attempt === s.attempt))
+    .map((r) => ({ runId: r.id, shard: r.shard, attempt: r.attempt, status: r.status, log: `/api/runs/${r.id}/log` }));
+  return json(202, { action: period ? 'rerun' : 'run', job: job.name, period: s.scheduledAt.toISOString(), force: body.force === true, nodeId: ctx.nodeId, started: true, attempts });
+}
+
+function parse<T extends z.ZodTypeAny>(schema: T, body: Record<string, unknown>): z.infer<T> {
+  const r = schema.safeParse(body);
+  if (r.success) return r.data;
+  const issue = r.error.issues[0]!;
+  const field = issue.path.join('.');
+  const keys = issue.code === 'unrecognized_keys' ? (issue as { keys: string[] }).keys.join(', ') : '';
+  throw new SchedulerError('E_USAGE', keys ? `unknown field(s) in the body: ${keys}` : `invalid body field ${field}: ${issue.message}`);
+}
+
+/** A refusal or an error as the API answers it: the CLI's exit status, as an HTTP status. */
+export function errorReply(err: unknown): Reply {
+  const message = errorMessage(err).split('\n')[0]!;
+  const code = err instanceof SchedulerError ? err.code : null;
+  const status = code === 'E_USAGE' || code === 'E_NOT_A_PERIOD' || code === 'E_CONFIG' ? 400
+    : code === 'E_UNKNOWN_JOB' ? 404
+    : code === 'E_REFUSED' || code === 'E_JOB_INVALID' ? 409
+    : code === 'E_STORE_UNAVAILABLE' || code === 'E_LOCK_UNAVAILABLE' ? 503
+    : 500;
+  return json(status, { error: message, ...(code ? { code } : {}), ...(code === 'E_REFUSED' ? { refused: true } : {}) });
+}
+
+function warnTo(log: Logger): (line: string) => void {
+  return (line) => log.warn(line.replace(/^scheduler: warning: /, ''));
+}
