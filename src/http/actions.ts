@@ -35,7 +35,12 @@ export interface ActionContext {
   /** Keeps a run started by an action in the daemon's shutdown (it waits for it, then interrupts it). */
   track: (p: Promise<unknown>) => void;
   stopping: () => boolean;
+  /** Reads the views' cached summaries again (paused, running), so that the page reloaded after an action shows it. */
+  refreshViews: () => Promise<void>;
 }
+
+/** How long an action's answer waits, at most, for the views to be read again. */
+const REFRESH_VIEWS_MS = 2000;
 
 /** How long a cancel over HTTP waits for the attempt to end, by default and at most (seconds). */
 export const CANCEL_WAIT_DEFAULT_S = 10;
@@ -58,38 +63,48 @@ export function actionRouter(context: () => ActionContext | null): ActionRouter 
     const handler: ActionHandler = async (body, caller) => {
       const ctx = context();
       if (!ctx) return json(503, { error: 'starting: the jobs are not loaded yet' });
-      let name: string;
-      let periodText: string | undefined;
-      try {
-        name = decodeURIComponent(m[1]!);
-        periodText = m[3] === undefined ? undefined : decodeURIComponent(m[3]);
-      } catch {
-        return json(400, { error: 'invalid job name or period in the path', path: url.pathname });
+      const reply = await take(ctx, m, url, body, caller);
+      if (reply.status < 300) {
+        let timer: NodeJS.Timeout | undefined;
+        await Promise.race([ctx.refreshViews(), new Promise<void>((r) => { timer = setTimeout(r, REFRESH_VIEWS_MS); })]);
+        clearTimeout(timer);
       }
-      try {
-        const what = m[3] !== undefined ? 'rerun' : (m[2] as 'run' | 'pause' | 'resume' | 'cancel');
-        if (what === 'run' || what === 'rerun') return await run(ctx, name, periodText, parse(runBody, body), caller);
-        if (what === 'pause' || what === 'resume') {
-          const reason = what === 'pause' ? parseReason(parse(pauseBody, body).reason ?? undefined, 'reason') : (parse(emptyBody, body), null);
-          const report = await changePause(ctx.rt, {
-            job: name, pause: what === 'pause', reason, actor: caller.actor, warn: warnTo(ctx.log),
-            local: { names: ctx.jobs.map((j) => j.name), invalid: ctx.invalid },
-          });
-          return json(200, report);
-        }
-        const b = parse(cancelBody, body);
-        const period = b.period === undefined ? undefined : parseInstantFlag('period', b.period);
-        const report = await cancelRunning(ctx.rt, {
-          job: name, ...(period ? { period } : {}), reason: parseReason(b.reason ?? undefined, 'reason'), actor: caller.actor,
-          waitMs: (b.wait ?? CANCEL_WAIT_DEFAULT_S) * 1000, warn: warnTo(ctx.log),
-        });
-        return json(200, report);
-      } catch (err) {
-        return errorReply(err);
-      }
+      return reply;
     };
     return handler;
   };
+}
+
+async function take(ctx: ActionContext, m: RegExpExecArray, url: URL, body: Record<string, unknown>, caller: Caller): Promise<Reply> {
+  let name: string;
+  let periodText: string | undefined;
+  try {
+    name = decodeURIComponent(m[1]!);
+    periodText = m[3] === undefined ? undefined : decodeURIComponent(m[3]);
+  } catch {
+    return json(400, { error: 'invalid job name or period in the path', path: url.pathname });
+  }
+  try {
+    const what = m[3] !== undefined ? 'rerun' : (m[2] as 'run' | 'pause' | 'resume' | 'cancel');
+    if (what === 'run' || what === 'rerun') return await run(ctx, name, periodText, parse(runBody, body), caller);
+    if (what === 'pause' || what === 'resume') {
+      const reason = what === 'pause' ? parseReason(parse(pauseBody, body).reason ?? undefined, 'reason') : (parse(emptyBody, body), null);
+      const report = await changePause(ctx.rt, {
+        job: name, pause: what === 'pause', reason, actor: caller.actor, warn: warnTo(ctx.log),
+        local: { names: ctx.jobs.map((j) => j.name), invalid: ctx.invalid },
+      });
+      return json(200, report);
+    }
+    const b = parse(cancelBody, body);
+    const period = b.period === undefined ? undefined : parseInstantFlag('period', b.period);
+    const report = await cancelRunning(ctx.rt, {
+      job: name, ...(period ? { period } : {}), reason: parseReason(b.reason ?? undefined, 'reason'), actor: caller.actor,
+      waitMs: (b.wait ?? CANCEL_WAIT_DEFAULT_S) * 1000, warn: warnTo(ctx.log),
+    });
+    return json(200, report);
+  } catch (err) {
+    return errorReply(err);
+  }
 }
 
 async function run(ctx: ActionContext, name: string, periodText: string | undefined, body: z.infer<typeof runBody>, caller: Caller): Promise<Reply> {
@@ -112,12 +127,15 @@ async function run(ctx: ActionContext, name: string, periodText: string | undefi
   });
   const finished = done.then(() => null, (err: unknown) => err);
   ctx.track(finished);
-  const first = await Promise.race([start.then((s) => ({ s })), finished.then((err) => ({ err }))]);
+  const first: { s?: ManualStart; err?: unknown } = await Promise.race([start.then((s) => ({ s })), finished.then((err) => ({ err }))]);
   if ('err' in first) {
     if (first.err !== null) return errorReply(first.err);
-    // Ended without a claim of its own (cannot happen: runManual throws then); say what the store holds.
+    // Ended, and its claim's start was told first unless there was none (runManual throws then): a settled `start` says.
+    const told = await Promise.race([start, Promise.resolve(null)]);
+    if (!told) return json(500, { error: `the run of '${job.name}' ended without a claim of its own` });
+    first.s = told;
   }
-  const s = 's' in first ? first.s : await start;
+  const s = (first as { s: ManualStart }).s;
   // The attempts' ids, for their log and a cancel: read back by the period's rows of this node.
   const shards = s.shards?.map((x) => x.index) ?? (count > 1 ? Array.from({ length: count }, (_, i) => i) : [0]);
   const rows = (await Promise.all(shards.map((i) => ctx.rt.store.periodRuns(job.name, s.scheduledAt, i)))).flat();

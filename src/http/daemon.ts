@@ -103,6 +103,7 @@ export class DaemonHttp {
     }
     const actions: ActionContext = {
       rt, jobs, invalid, nodeId: this.config.nodeId, log: this.log, track: (p) => scheduler.track(p), stopping: () => snapshot().stopping,
+      refreshViews: () => cache.fresh(),
     };
     this.parts = { snapshot, storeUp, reader, audit: { store: rt.auditStore, now: () => rt.clock.now() }, actions, metrics, jobs, invalid, stop: () => { probe?.stop(); cache.stop(); removeObserver(); } };
   }

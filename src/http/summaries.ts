@@ -108,6 +108,12 @@ export class SummaryCache {
     this.soon.unref();
   }
 
+  /** A read that starts after this call: an action just changed the store, and its answer and the page reloaded after it must show it. */
+  async fresh(): Promise<void> {
+    if (this.inFlight) await this.inFlight.catch(() => {});
+    await this.refresh().catch(() => {});
+  }
+
   /** Reads now; a read in progress is followed by one more. */
   refresh(): Promise<void> {
     if (this.inFlight) {
