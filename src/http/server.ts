@@ -181,12 +181,8 @@ export class HttpServer {
       }
       const body = await readJsonBody(req);
       if ('status' in body) return body;
-      await this.storeReads.acquire();
-      try {
-        return await action(body.doc, caller);
-      } finally {
-        this.storeReads.release();
-      }
+      // Not behind the reads' two slots: an action is rare, and a cancel waits for its attempt to end.
+      return action(body.doc, caller);
     }
     // The page and /api read the store on the main pool, which claims use too: two requests at a
     // time, the others wait their turn, so that a dashboard reloaded in a loop cannot delay a claim.

@@ -138,11 +138,6 @@ export function manualShards(perShard: Array<{ index: number; runs: RunRecord[] 
   return out;
 }
 
-/**
- * `run-once <job>` (now, as a manual run) or `run-once <job> --period <ISO>`. Refusals throw
- * RefusedError. A paused job is refused unless `force` (which also runs it, and the retries it owes).
- * A sharded job's manual run is every shard (or `shard` alone), each its own row, all run here.
- */
 /** What a run by hand took, told once its claim is won (before the body runs). */
 export interface ManualStart {
   scheduledAt: Date;
@@ -151,6 +146,11 @@ export interface ManualStart {
   shards?: Array<{ index: number; attempt: number }>;
 }
 
+/**
+ * `run-once <job>` (now, as a manual run) or `run-once <job> --period <ISO>`. Refusals throw
+ * RefusedError. A paused job is refused unless `force` (which also runs it, and the retries it owes).
+ * A sharded job's manual run is every shard (or `shard` alone), each its own row, all run here.
+ */
 export async function runManual(rt: Runtime, job: Job, period: Date | undefined, force: boolean, shard?: number, onStarted?: (start: ManualStart) => void): Promise<AttemptResult[]> {
   if (!force) {
     const row = (await rt.jobStore.get([job.name])).get(job.name);

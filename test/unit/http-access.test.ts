@@ -54,11 +54,13 @@ describe('httpTokens', () => {
       [[{ name: 'ops', role: 'operator', token: 'in-clear' }], /Unrecognized key/i],
       [[{ name: 'a', role: 'viewer', sha256: hex('x') }, { name: 'a', role: 'operator', sha256: hex('y') }], /two tokens are named 'a'/],
       [[{ name: 'a', role: 'viewer', sha256: hex('x') }, { name: 'b', role: 'operator', sha256: hex('x') }], /'a' and 'b' are the same token/],
-      [[{ name: 'default', role: 'viewer', sha256: hex('x') }], /SCHEDULER_HTTP_TOKEN's/],
       ['{not json', /not JSON/],
       [{ name: 'ops' }, /expected a list/],
     ];
-    for (const [value, message] of bad) expect(() => parseHttpTokens(value, env, value === bad[8]![0] ? 'legacy' : null), JSON.stringify(value)).toThrow(message);
+    for (const [value, message] of bad) expect(() => parseHttpTokens(value, env, null), JSON.stringify(value)).toThrow(message);
+    // `default` is SCHEDULER_HTTP_TOKEN's name when it is set.
+    expect(() => parseHttpTokens([{ name: 'default', role: 'viewer', sha256: hex('x') }], env, 'legacy')).toThrow(/the name 'default' is SCHEDULER_HTTP_TOKEN's/);
+    expect(parseHttpTokens([{ name: 'default', role: 'viewer', sha256: hex('x') }], env, null)).toHaveLength(1);
   });
 
   it('a bad list stops the configuration with the setting named, and no token value is ever shown', () => {
