@@ -14,7 +14,7 @@
 import type { IncomingMessage } from 'node:http';
 import { timingSafeEqual } from 'node:crypto';
 import { sha256Of, type HttpRole, type HttpTokenConfig } from '../config/http-tokens.js';
-import { isLoopback, json, type Reply } from './server.js';
+import { isLoopback, json, type Reply } from './reply.js';
 
 export interface Caller {
   /** The token's name; `anonymous` on a token-less server. */

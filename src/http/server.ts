@@ -11,13 +11,10 @@ import type { Logger } from '../log.js';
 import { HTTP_CLOSE_MS } from '../daemon/stop-budget.js';
 import type { HttpTokenConfig } from '../config/http-tokens.js';
 import { HttpAccess, type Caller } from './access.js';
+import { isLoopback, json, type Reply } from './reply.js';
 
-export interface Reply {
-  status: number;
-  body: string;
-  contentType: string;
-  headers?: Record<string, string>;
-}
+export { isLoopback, json, type Reply };
+
 
 export type Route = (url: URL, caller: Caller) => Promise<Reply | null> | Reply | null;
 
@@ -47,12 +44,6 @@ export interface HttpServerOptions {
   actions?: ActionRouter;
 }
 
-export const json = (status: number, doc: unknown, headers?: Record<string, string>): Reply =>
-  ({ status, body: `${JSON.stringify(doc)}\n`, contentType: 'application/json; charset=utf-8', ...(headers ? { headers } : {}) });
-
-export function isLoopback(host: string): boolean {
-  return host === 'localhost' || host === '::1' || /^127\./.test(host);
-}
 
 export class HttpServer {
   private server: Server | undefined;
