@@ -113,6 +113,13 @@ function others(live: RunRecord[], key: string, scheduledAt: Date, earlierOnly: 
  * A running row its holder has not beaten since its claim (its first beat comes a third of its lease
  * after it, 200 ms at least): it may have no body behind it (a claim in doubt).
  */
+/**
+ * A claim (its INSERT and the reads beside it) that took this long came through a store incident:
+ * the never-beaten rows it meets may be claims in doubt (see claim()). Healthy claims take
+ * milliseconds; a node behind under load, a few hundred.
+ */
+export const CLAIM_THROUGH_INCIDENT_MS = 2000;
+
 export function neverBeaten(r: RunRecord): boolean {
   const claimed = (r.claimedAt ?? r.startedAt).getTime();
   return r.heartbeatAt === null || r.heartbeatAt.getTime() - claimed < 100;
@@ -249,14 +256,17 @@ export class Claimer {
         // cannot skip each other. The row is ours already: the skip is recorded on it (coalesced with
         // the node's other outcomes: under load, skips come by the hundred).
         const earlier = others(live, key, scheduledAt, true, shard);
-        if (earlier.length > 0 && req.deferOverlap) return { outcome: 'won', run: inserted.run, sentAt, overlapWith: earlier[0] };
-        if (earlier.length > 0 && trigger === 'catch-up' && earlier.every(neverBeaten)) {
-          // A catch-up (after an outage, a failover) meeting only rows their holders have not beaten
-          // since their claim: such a row may be another node's claim in doubt (its answer lost as the
-          // store went away: no body behind it), which that node gives back once its store answers.
-          // It proves no body runs, so this period is not skipped because of it: its row is given
-          // back pending, and the owed-work sweep claims it once no earlier run is live (it waits
-          // behind a body that does run). Seen on Galera: a node killed, two periods skipped.
+        // A catch-up, or a claim that took CLAIM_THROUGH_INCIDENT_MS or more (it came through a store
+        // incident: a failover, a cut), meeting only rows their holders have not beaten since their
+        // claim: such a row may be another node's claim in doubt (its answer lost as the store went
+        // away: no body behind it), which that node gives back once its store answers. It proves no
+        // body runs, so this period is not skipped because of it: its row is given back pending, and
+        // the owed-work sweep claims it once no earlier run is live (it waits behind a body that does
+        // run): late, not never. Seen on Galera: a node killed, two periods skipped, first as
+        // catch-ups, then as ticks whose claims answered 5 s late, after the failover.
+        const throughIncident = trigger === 'catch-up' || performance.now() - sentAt >= CLAIM_THROUGH_INCIDENT_MS;
+        if (earlier.length > 0 && req.deferOverlap && !(throughIncident && earlier.every(neverBeaten))) return { outcome: 'won', run: inserted.run, sentAt, overlapWith: earlier[0] };
+        if (earlier.length > 0 && throughIncident && earlier.every(neverBeaten)) {
           await this.store.releasePending(inserted.run.id, this.nodeId);
           return { outcome: 'blocked-overlap', running: earlier[0] };
         }

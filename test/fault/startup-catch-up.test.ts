@@ -149,9 +149,17 @@ describe('fault: the start-up catch-up after a full-cluster outage', () => {
           const at = missed.map((p) => starts(job, p)[0]!.t);
           expect(at, `${o.how} ${job}: in order`).toEqual([...at].sort((a, b) => a - b));
         } else if (job === 'coal') {
-          expect(ran, `${o.how} ${job}: exactly the latest missed period ran`).toEqual([missed[missed.length - 1]]);
-          expect(starts(job, ran[0]!).length).toBe(1);
-          for (const p of missed.slice(0, -1)) expect(byP.get(p)!.map((r) => `${r.status}/${r.reason}`), `${o.how} ${job}@${p}`).toEqual(['skipped/coalesced']);
+          // The latest missed period ran, once. Each other one is recorded skipped (coalesced) behind a
+          // later one that ran, unless it was itself the latest when a catch-up pass ran it: a start-up
+          // on a loaded machine that leaves its first due period to a second pass (see above) runs
+          // the latest of each pass (once seen in CI: 04 by the start-up pass, then 06 by the next).
+          expect(ran.at(-1), `${o.how} ${job}: the latest missed period ran`).toBe(missed.at(-1));
+          expect(ran.length, `${o.how} ${job}: the latest of each catch-up pass ran, no more`).toBeLessThanOrEqual(2);
+          for (const p of ran) expect(starts(job, p).length, `${o.how} ${job}@${p} once`).toBe(1);
+          for (const p of missed.filter((m) => !ran.includes(m))) {
+            expect(byP.get(p)!.map((r) => `${r.status}/${r.reason}`), `${o.how} ${job}@${p}`).toEqual(['skipped/coalesced']);
+            expect(ran.some((r) => r > p), `${o.how} ${job}@${p}: coalesced behind a later period that ran`).toBe(true);
+          }
         } else {
           // catchUp 3 s: older than that at the restart, missed; the others ran.
           for (const p of missed) {

@@ -12,6 +12,7 @@ import { EventBus, RecordingObserver } from '../../src/events/events.js';
 import type { Job } from '../../src/jobs/types.js';
 import { validateJob } from '../../src/jobs/validate.js';
 import { OVERLAP_SETTLE_MS, type PeriodRunner } from '../../src/run/period.js';
+import { CLAIM_THROUGH_INCIDENT_MS } from '../../src/claim/claim.js';
 import { openRuntime, type Runtime } from '../../src/runtime.js';
 import { removeTempDirs, tempDir } from './_fixtures.js';
 
@@ -189,6 +190,39 @@ describe("overlap 'skip' of a period claimed ahead: judged at its start", () => 
         expect(rows.map((x) => [x.status, x.reason])).toEqual([['skipped', 'overlap']]);
       }
     }
+  });
+
+  it(`a claim that came through a store incident (it took ${CLAIM_THROUGH_INCIDENT_MS} ms or more), meeting another node's never-beaten row (maybe a claim in doubt), is not skipped: given back pending, it runs once that row has ended`, async () => {
+    const name = 'through-incident';
+    const starts: string[] = [];
+    const job = jobOf(name, async (ctx) => {
+      starts.push(ctx.periodKey);
+    });
+    const aAt = new Date(Math.floor(Date.now() / 1000) * 1000 - 5000);
+    const bAt = new Date(aAt.getTime() + 1000);
+    const a = await rt.store.insertRun({ job: name, scheduledAt: aAt, periodKey: `${name}@${aAt.toISOString()}`, attempt: 1, trigger: 'schedule', nodeId: 'other-node', leaseMs: 30_000 });
+    if (a.outcome !== 'inserted') throw new Error('period A not inserted');
+    // B's INSERT answers late, as through a failover.
+    const insertRuns = rt.store.insertRuns.bind(rt.store);
+    rt.store.insertRuns = async (runs) => {
+      if (runs.some((r) => r.job === name)) await sleep(CLAIM_THROUGH_INCIDENT_MS + 200);
+      return insertRuns(runs);
+    };
+    try {
+      const b = await rt.runner.runPeriod(job, bAt, 'schedule', { notBefore: new Date(rt.executor.nowMs() + 50) });
+      expect(b.claim).toBe('blocked-overlap');
+      expect(b.attempts).toEqual([]);
+      expect((await rt.store.periodRuns(name, bAt)).map((x) => [x.attempt, x.status])).toEqual([[1, 'pending']]);
+    } finally {
+      rt.store.insertRuns = insertRuns;
+    }
+    expect(starts).toEqual([]);
+    // A ends (its node answered at last): the owed-work sweep runs B, once.
+    await rt.store.endAttempt(a.run, 'other-node', { status: 'succeeded' }, null);
+    const runs = await rt.takeover.sweep(new Map([[name, job]]));
+    await Promise.all(runs);
+    expect(starts).toEqual([`${name}@${bAt.toISOString()}`]);
+    expect((await rt.store.periodRuns(name, bAt)).map((x) => [x.attempt, x.status])).toEqual([[1, 'succeeded']]);
   });
 
   it('an earlier attempt of this node whose body has ended, its outcome not yet written, is no overlap: the period starts on time, with no read at the start', async () => {
