@@ -28,11 +28,12 @@ interface Report {
   invalid: Array<{ file: string; problems: string[] }>;
 }
 
-const FAILED = new Set(['failed', 'timed_out', 'abandoned', 'interrupted']);
+// A cancelled run did not do its work either: a timer or a CronJob running run-once must not read it as done.
+const FAILED = new Set(['failed', 'timed_out', 'abandoned', 'interrupted', 'cancelled']);
 
 export function runOnceCommand(program: Command): void {
   withExitStatuses(withCommonOptions(program.command('run-once')), {
-    0: 'all ran (or nothing was due)', 1: "a period's last attempt failed", 2: 'bad usage or job files', 3: 'refused', 4: 'store or Redis unreachable',
+    0: 'all ran (or nothing was due)', 1: "a period's last attempt failed (or was cancelled)", 2: 'bad usage or job files', 3: 'refused', 4: 'store or Redis unreachable',
   })
     .description('one scheduling pass and exit; or run the named jobs now, by hand')
     .argument('[jobs...]', 'run these jobs now (manual runs) instead of a scheduling pass')

@@ -3,7 +3,8 @@
  * MariaDB database, node-a serving HTTP with named tokens (an operator, a viewer, and
  * SCHEDULER_HTTP_TOKEN as `default`), node-b with none (token-less, on loopback). Each action answers
  * in JSON what it did, refuses what its command refuses with the same words, and stands in the audit
- * trail under the token's name; a viewer gets 403 on every POST and changes nothing. Counted from the
+ * trail under the token's name; a viewer gets 403 on every POST and changes nothing; a run by hand in a
+ * terminal cancelled over HTTP ends run-once with exit 1. Counted from the
  * bodies' own records.
  */
 import { createHash } from 'node:crypto';
@@ -167,5 +168,15 @@ describe('actions over HTTP', () => {
       'anonymous@node-b run long done', 'default cancel long done', 'ops cancel long refused',
     ]);
     expect(audit.entries.find((e) => e.action === 'pause')!.reason).toBe('ledger migration');
+
+    // A run by hand in a terminal (run-once holds the attempt), cancelled over HTTP: run-once exits 1,
+    // the attempt recorded cancelled.
+    const terminal = runCli(['run-once', 'long', '--json'], { cwd: ws.dir, env: { SCHEDULER_STORE: db.url, SCHEDULER_JOBS_DIR: ws.jobsDir, SCHEDULER_CONFIG: ws.path('config/none.json'), SIDE_EFFECTS: ws.path('effects.txt') } });
+    await waitFor('the terminal\'s long body started', () => effects().filter((e) => e.job === 'long' && e.ev === 'start').length === 2, 30_000, 100);
+    const fromHttp = await act(urlA, '/api/jobs/long/cancel', { reason: 'from the page' }, OPS);
+    expect(fromHttp.status, JSON.stringify(fromHttp.doc)).toBe(200);
+    const ended = await terminal;
+    expect(ended.code, ended.stderr).toBe(1);
+    expect((JSON.parse(ended.stdout) as { runs: Array<{ status: string; error: string }> }).runs.map((x) => [x.status, x.error])).toEqual([['cancelled', 'cancelled by ops: from the page']]);
   });
 });
