@@ -43,7 +43,7 @@ export type SchedulerEvent =
   /** Periods recorded skipped by this node without a body (overlap, coalesced, missed, paused). */
   | { type: 'skipped'; job: string; reason: SkipReason; count: number; first: Date; last: Date }
   /** This node ended another attempt whose lease ran out: `owed` the next attempt, `failed` none left, `dropped` job defined nowhere. */
-  | (PeriodRef & { type: 'takeover'; attempt: number; deadNode: string; result: 'owed' | 'failed' | 'dropped' })
+  | (PeriodRef & { type: 'takeover'; attempt: number; deadNode: string; result: 'owed' | 'failed' | 'dropped' | 'cancelled' })
   /** This node's attempt lost its lease (self-fenced, row taken, another holder's majority). */
   | (PeriodRef & { type: 'lease-lost'; attempt: number; runId: string; cause: string })
   /**

@@ -126,10 +126,11 @@ export class SchedulerMetrics implements SchedulerObserver {
       case 'takeover':
         this.takeovers.inc();
         // The attempt this node ended: `abandoned` (the next one owed, or none when no live node
-        // defines the job), or `failed` when it was the last attempt the job had. Counted even for a
+        // defines the job), `failed` when it was the last attempt the job had, or `cancelled` when
+        // an operator had asked to cancel it. Counted even for a
         // job this node does not define (another node's, or one a reload removed here, whose series
         // then come back): no other node counts that attempt.
-        this.perJob.countRun(event.job, event.result === 'failed' ? 'failed' : 'abandoned');
+        this.perJob.countRun(event.job, event.result === 'failed' ? 'failed' : event.result === 'cancelled' ? 'cancelled' : 'abandoned');
         break;
       case 'deferred':
         this.deferred.inc(event.count);

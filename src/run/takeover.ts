@@ -98,15 +98,15 @@ export class Takeover {
       const ended = await this.runs.takeOver(run, this.nodeId, reason, defined);
       if (!ended) continue;
       const log = this.log.child({ job: run.job, periodKey: run.periodKey, attempt: run.attempt, deadNode: run.nodeId });
+      this.events.emit({
+        type: 'takeover', job: run.job, periodKey: run.periodKey, scheduledAt: run.scheduledAt, ...(run.shard > 0 ? { shard: run.shard } : {}), attempt: run.attempt, deadNode: run.nodeId,
+        result: ended.status === 'cancelled' ? 'cancelled' : ended.status === 'failed' ? 'failed' : ended.next ? 'owed' : 'dropped',
+      });
       if (ended.status === 'cancelled') {
         // An operator had asked to cancel it: nothing is owed.
         log.warn('attempt cancelled (its cancel was asked before its node stopped heartbeating); nothing more is owed');
         continue;
       }
-      this.events.emit({
-        type: 'takeover', job: run.job, periodKey: run.periodKey, scheduledAt: run.scheduledAt, ...(run.shard > 0 ? { shard: run.shard } : {}), attempt: run.attempt, deadNode: run.nodeId,
-        result: ended.status === 'failed' ? 'failed' : ended.next ? 'owed' : 'dropped',
-      });
       if (ended.status === 'failed') log.error('period failed: too many attempts ended without an outcome');
       else if (ended.next) log.warn({ nextAttempt: ended.next.attempt }, 'attempt abandoned (lease expired): the next attempt is owed');
       else log.warn('attempt abandoned (lease expired); its job is defined on no live node, nothing more is owed');

@@ -21,7 +21,7 @@ const finished = (job: string, status: FinalStatus, durationMs: number, recorded
   type: 'run-finished', ...ref(job), attempt: 1, trigger: 'schedule', runId: '1', status, reason: recorded ? null : 'lease-lost',
   durationMs, error: null, recorded, final: recorded, nextAttempt: null,
 });
-const takeover = (job: string, result: 'owed' | 'failed' | 'dropped'): SchedulerEvent => ({ type: 'takeover', ...ref(job), attempt: 1, deadNode: 'dead', result });
+const takeover = (job: string, result: 'owed' | 'failed' | 'dropped' | 'cancelled'): SchedulerEvent => ({ type: 'takeover', ...ref(job), attempt: 1, deadNode: 'dead', result });
 
 function cacheOf(lastSuccess: Record<string, number>, paused: string[]): SummaryCache {
   return {
@@ -139,6 +139,9 @@ describe('/metrics text', () => {
     taker.emit(takeover('sync', 'dropped'));
     taker.emit(takeover('sync', 'failed'));
     expect(await runs(taker)).toEqual({ ...zero, abandoned: 2, failed: 1, duration: 0, takeovers: 3, leaseLost: 0 });
+    // An attempt whose cancel was asked before its node died: taken over as cancelled, counted so.
+    taker.emit(takeover('sync', 'cancelled'));
+    expect(await runs(taker)).toEqual({ ...zero, abandoned: 2, failed: 1, cancelled: 1, duration: 0, takeovers: 4, leaseLost: 0 });
 
     // A takeover of a job this node does not define (another node's) is counted all the same.
     taker.emit(takeover('elsewhere', 'owed'));
