@@ -6,6 +6,7 @@
  * whole node (MAX_QUEUED_BYTES); past it the oldest are dropped, counted
  * (`scheduler_run_log_dropped_total`) and said at the end of their attempt's log.
  */
+import { pino } from 'pino';
 import type { Logger } from '../log.js';
 import { errorMessage } from '../errors.js';
 import { RUN_LOG_SINK, RUN_LOG_STREAM, type RunLogSink } from './hook.js';
@@ -21,8 +22,9 @@ export const MAX_QUEUED_BYTES = 16 * 1024 * 1024;
 /** A line's cost against the cap, beyond its text: its time, level, stream and seq. */
 const LINE_OVERHEAD = 32;
 
-const LEVEL_LABELS: Record<number, string> = { 10: 'trace', 20: 'debug', 30: 'info', 40: 'warn', 50: 'error', 60: 'fatal' };
-export const LEVEL_VALUES: Record<string, number> = { trace: 10, debug: 20, info: 30, warn: 40, error: 50, fatal: 60, silent: Infinity };
+/** pino's own table of levels (and `silent`, which stores and prints nothing). */
+const LEVEL_LABELS: Record<number, string> = pino.levels.labels;
+export const LEVEL_VALUES: Record<string, number> = { ...pino.levels.values, silent: Infinity };
 
 interface Queued extends RunLogLine {
   bytes: number;
