@@ -90,7 +90,9 @@ async function fixtureServer(jobCount, runCount) {
     };
     return {
       name: j.name, schedule: j.schedule.expression, timezone: j.schedule.timezone, next: nextPeriods(j.schedule, now, 3).map((d) => d.toISOString()),
-      last, lastSuccessAt: new Date(now.getTime() - 600_000).toISOString(), paused: j.paused, running: j.status === 'running' ? 1 : 0,
+      // The last attempt that ended (for a running job, the one before it), as the reader gives it.
+      last, lastEnded: last === null ? null : last.status === 'running' ? { ...last, scheduledAt: new Date(now.getTime() - 600_000).toISOString(), status: 'succeeded', finishedAt: new Date(now.getTime() - 590_000).toISOString(), error: null } : last,
+      lastSuccessAt: new Date(now.getTime() - 600_000).toISOString(), paused: j.paused, running: j.status === 'running' ? 1 : 0,
       failures24h: j.status === 'failed' ? 3 : 0, missed24h: 0, overlap: 'skip', timeout: 60_000, retries: 1, file: `/etc/cluster-cron/jobs/${j.name}.ts`,
     };
   };
@@ -101,7 +103,7 @@ async function fixtureServer(jobCount, runCount) {
     const at = new Date(now.getTime() - (k + 1) * 300_000);
     const status = k % 9 === 4 ? 'failed' : 'succeeded';
     return {
-      job: j.name, scheduledAt: at.toISOString(), periodKey: `${j.name}@${at.toISOString()}`, attempt: 1, trigger: 'schedule', status, reason: null,
+      runId: String(k + 1), job: j.name, scheduledAt: at.toISOString(), periodKey: `${j.name}@${at.toISOString()}`, shard: 0, attempt: 1, trigger: 'schedule', status, reason: null,
       nodeId: `node-${k % 3}`, startedAt: new Date(at.getTime() + 15).toISOString(), finishedAt: new Date(at.getTime() + 1515).toISOString(), durationMs: 1500,
       error: status === 'failed' ? 'Error: upstream answered 503 Service Unavailable' : null,
     };
