@@ -4,8 +4,9 @@ import { Scheduler } from '../daemon/scheduler.js';
 import { RetentionPruner } from '../run/retention.js';
 import { drainRunLogs, openRuntime } from '../runtime.js';
 import { formatDuration } from '../time/duration.js';
-import { describeConfig, loadConfig } from '../config/config.js';
+import { describeConfig, loadConfig, type Config } from '../config/config.js';
 import { loadJobsForReload, Reloader } from '../daemon/reload.js';
+import { FolderWatch, type WatchedPaths } from '../daemon/watch.js';
 import { configFlags, jobsOf, setup, type CommonOptions } from './common.js';
 import { takeHeldSignals } from './signals.js';
 import { EXIT } from './exit.js';
@@ -123,6 +124,11 @@ export async function runDaemon(options: CommonOptions): Promise<void> {
     replaceJobs: (next) => scheduler.replaceJobs(next),
     // Pruning follows the retention and the jobs' largest catchUp: a new pruner with the new ones.
     async applied({ config: now, previous, jobs: current, invalid: bad, jobsChanged }) {
+      // The watch follows the settings: a new jobs folder, or `watch` turned on or off.
+      if (!stopping) {
+        if (now.watch) folders.watch(watchedPaths(now));
+        else folders.close();
+      }
       // What shows or hooks jobs follows the new set (and the new invalid files): views, metrics, onFailure, the terminal's zones.
       http.setJobs(current, bad);
       alerts.setJobs(current);
@@ -139,11 +145,17 @@ export async function runDaemon(options: CommonOptions): Promise<void> {
     if (stopping) log.info('SIGHUP during the shutdown: ignored');
     else reloader.request();
   };
+  // Job files picked up by themselves (watch: on, the default): a change reloads as SIGHUP does.
+  const folders = new FolderWatch((what) => {
+    if (!stopping) reloader.request(`a file changed: ${what}`);
+  }, log);
+  if (config.watch) folders.watch(watchedPaths(config));
   if (hupWhileStarting) reloader.request();
 
   await new Promise<void>((resolve) => {
     const shutdown = (fields: Record<string, unknown>, message: string) => {
       stopping = true;
+      folders.close();
       reloader.stop();
       void pruner.stop();
       heartbeat.stopping();
@@ -177,4 +189,8 @@ export async function runDaemon(options: CommonOptions): Promise<void> {
   log.info('stopped');
   // Like a node id held at start: a restart would not help (systemd's RestartPreventExitStatus=2).
   if (takenOver) process.exitCode = EXIT.invalid;
+}
+
+function watchedPaths(config: Config): WatchedPaths {
+  return { jobsDir: config.jobsDir, configFile: config.configFile ?? null };
 }

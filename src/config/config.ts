@@ -59,6 +59,8 @@ export interface Config {
   maxResultBytes: number;
   /** Each attempt's stored log at most (bytes), for jobs that set no logMaxSize; 0: none stored. */
   runLogMaxBytes: number;
+  /** `run` reloads by itself when the jobs folder or the config file changes (src/daemon/watch.ts). */
+  watch: boolean;
   /** Where alerts are POSTed (SCHEDULER_ALERT_WEBHOOK, an http(s) URL); null: no alerts. A secret: shown redacted. */
   alertWebhook: string | null;
   /** Sent as `Authorization: Bearer <token>` with each alert (SCHEDULER_ALERT_TOKEN); never shown. */
@@ -194,6 +196,10 @@ export function loadConfig(options: LoadOptions = {}): Config {
   const runLogMaxBytes = parseSize(runLogRaw.value);
   if (runLogMaxBytes === undefined || runLogMaxBytes > MAX_RUN_LOG_BYTES) fail(runLogRaw, RUN_LOG_SIZE_EXPECTED);
 
+  const watchRaw = raw('watch', DEFAULTS.watch);
+  if (watchRaw.value !== 'on' && watchRaw.value !== 'off' && typeof watchRaw.value !== 'boolean') fail(watchRaw, "'on' or 'off'");
+  const watch = watchRaw.value === 'on' || watchRaw.value === true;
+
   const alertWebhook = parseAlertWebhook(pick('alertWebhook'), fail);
   const alertToken = parseAlertToken(pick('alertToken'), fail);
 
@@ -207,6 +213,7 @@ export function loadConfig(options: LoadOptions = {}): Config {
     isolation,
     maxResultBytes: maxResultBytes as number,
     runLogMaxBytes: runLogMaxBytes as number,
+    watch,
     configFile,
   };
 }
@@ -341,6 +348,7 @@ export function describeConfig(config: Config): Record<string, unknown> {
     isolation: config.isolation,
     maxResultSize: formatSize(config.maxResultBytes),
     runLogMaxSize: formatSize(config.runLogMaxBytes),
+    watch: config.watch ? 'on' : 'off',
     alertWebhook: config.alertWebhook === null ? null : redactWebhookUrl(config.alertWebhook),
     alertToken: config.alertToken === null ? null : '***',
     configFile: config.configFile ?? null,

@@ -23,6 +23,7 @@ export const DEFAULTS = {
   isolation: 'inline',
   maxResultSize: '1MB',
   runLogMaxSize: '1MB',
+  watch: 'on',
 } as const;
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
@@ -98,6 +99,10 @@ export const SETTINGS = {
   runLogMaxSize: {
     env: 'SCHEDULER_RUN_LOG_MAX_SIZE', flag: '--run-log-max-size', type: 'size or 0',
     description: "each attempt's stored log (its ctx.log lines and a command's output, read by scheduler logs) at most, for jobs that set no logMaxSize: its first and last halves are kept, with a note of what was cut; 0 stores none",
+  },
+  watch: {
+    env: 'SCHEDULER_WATCH', flag: '--watch', type: 'on or off',
+    description: 'on: run reloads by itself (as on SIGHUP) half a second after the jobs folder or the config file changed, a Kubernetes ConfigMap update included; off: only SIGHUP reloads',
   },
   alertWebhook: {
     env: 'SCHEDULER_ALERT_WEBHOOK', flag: '--alert-webhook', type: 'URL (secret)', defaultText: 'none',

@@ -59,7 +59,7 @@ const FIXED: Array<{ name: string; value: (c: Config) => unknown; shown: (c: Con
 ];
 
 /** Settings applied by the reload itself (directly, or through the jobs loaded with them). */
-const LIVE = ['jobsDir', 'timezone', 'isolation', 'logLevel', 'gracePeriod', 'retention', 'auditRetention', 'loadTimeout'] as const;
+const LIVE = ['jobsDir', 'timezone', 'isolation', 'logLevel', 'gracePeriod', 'retention', 'auditRetention', 'loadTimeout', 'watch'] as const;
 /** Settings a running daemon keeps until its next restart. */
 const AT_RESTART = ['maxResultSize'] as const;
 
@@ -165,16 +165,20 @@ export class Reloader {
     return this.current;
   }
 
-  /** A SIGHUP: reload now, or once more after the reload in progress. */
-  request(): void {
+  /** A SIGHUP (or a changed file: `cause`): reload now, or once more after the reload in progress. */
+  request(cause = 'SIGHUP'): void {
     if (this.stopped) return;
     if (this.running) {
-      if (!this.again) this.options.log.info('SIGHUP during a reload: reloading once more after it');
+      if (!this.again) this.options.log.info(`${cause} during a reload: reloading once more after it`);
       this.again = true;
+      this.cause = cause;
       return;
     }
+    this.cause = cause;
     this.running = this.loop().finally(() => (this.running = undefined));
   }
+
+  private cause = 'SIGHUP';
 
   /** The shutdown: no reload starts from now on, and one in progress applies nothing more. */
   stop(): void {
@@ -200,7 +204,7 @@ export class Reloader {
 
   private async reloadOnce(): Promise<void> {
     const { log } = this.options;
-    log.info('reload requested (SIGHUP): loading the configuration and the jobs folder again');
+    log.info({ cause: this.cause }, `reload requested (${this.cause}): loading the configuration and the jobs folder again`);
     let config: Config;
     try {
       config = this.options.loadConfig();

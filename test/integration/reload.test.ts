@@ -48,7 +48,8 @@ describe('reload on SIGHUP', () => {
     ws.writeJob('in-worker.mjs', jobSource(`schedule: '* * * * * *', catchUp: '5s', isolation: 'worker',`, `record(ctx, 'v1');`));
     ws.writeJob('legacy.js', commonJsJob('v1'));
     ws.writeJob('rescheduled.mjs', jobSource(`schedule: '@yearly', catchUp: '5s',`));
-    const d = start(ws, { SCHEDULER_STORE: '', SCHEDULER_CONFIG: configFile, SCHEDULER_HTTP: '127.0.0.1:0' });
+    // SIGHUP alone reloads here (the watch would reload at each edit: test/integration/watch.test.ts).
+    const d = start(ws, { SCHEDULER_STORE: '', SCHEDULER_CONFIG: configFile, SCHEDULER_HTTP: '127.0.0.1:0', SCHEDULER_WATCH: 'off' });
     await waitForLog(d, 'the daemon to schedule', 'scheduler started');
     const [inFlight] = await waitFor('the long run to start', () => {
       const s = effects(ws, 'long');
