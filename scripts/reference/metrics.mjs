@@ -23,7 +23,7 @@ const cell = (text) => text.replace(/\|/g, '\\|').replace(/\s*\n\s*/g, ' ');
 /** The families a daemon's registry holds: no job, no store (a family's name, type, labels and help do not depend on them). */
 export function families() {
   const cache = { summaries: new Map(), paused: new Map(), onceRetried: 0, readAt: 0 };
-  const state = { jobs: [], next: () => new Map(), redis: () => 'none', storeUp: () => true, clockOffsetMs: () => 0 };
+  const state = { jobs: [], next: () => new Map(), redis: () => 'none', storeUp: () => true, clockOffsetMs: () => 0, jobSet: () => null };
   return new SchedulerMetrics(state, cache, '0.0.0').families();
 }
 

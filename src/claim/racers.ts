@@ -12,7 +12,7 @@
  */
 import { errorMessage } from '../errors.js';
 import type { Logger } from '../log.js';
-import type { NodeStore } from '../store/types.js';
+import type { ListedNode, NodeStore } from '../store/types.js';
 import { NODE_ALIVE_MS } from '../store/nodes.js';
 
 /** How often the live nodes are read. */
@@ -81,6 +81,9 @@ export class Racers {
   /** The seeds of listed nodes known alive: beaten after this node began, or started together with it (this node's own among them). */
   private readonly proven = new Set<number>();
 
+  /** Told each list of nodes read (the job sets' comparison reads no list of its own). */
+  private listeners: Array<(listed: ListedNode[]) => void> = [];
+
   constructor(
     private readonly nodeId: string,
     private readonly nodes: Pick<NodeStore, 'list'>,
@@ -118,6 +121,10 @@ export class Racers {
     return true;
   }
 
+  onListed(listener: (listed: ListedNode[]) => void): void {
+    this.listeners.push(listener);
+  }
+
   /** How many nodes this node ranks over now. */
   get size(): number {
     return this.seeds.length;
@@ -143,6 +150,13 @@ export class Racers {
     const sentAt = performance.now();
     this.lastRead = sentAt;
     this.reading = this.nodes.list({ recentMs: NODE_ALIVE_MS }).then((listed) => {
+      for (const l of this.listeners) {
+        try {
+          l(listed);
+        } catch (err) {
+          this.log.warn({ err: { message: errorMessage(err) } }, 'a reader of the live nodes failed');
+        }
+      }
       // Running nodes only: a stopping node claims nothing new, and its share goes to the others at once.
       const running = listed.filter((n) => n.alive && n.state === 'running');
       const ids = new Set(running.map((n) => n.id));

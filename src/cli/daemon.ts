@@ -7,6 +7,8 @@ import { formatDuration } from '../time/duration.js';
 import { describeConfig, loadConfig, type Config } from '../config/config.js';
 import { loadJobsForReload, Reloader } from '../daemon/reload.js';
 import { FolderWatch, type WatchedPaths } from '../daemon/watch.js';
+import { jobSetVersion } from '../jobs/job-set.js';
+import { JobSetSkew } from '../nodes/job-sets.js';
 import { configFlags, jobsOf, setup, type CommonOptions } from './common.js';
 import { takeHeldSignals } from './signals.js';
 import { EXIT } from './exit.js';
@@ -51,12 +53,23 @@ export async function runDaemon(options: CommonOptions): Promise<void> {
 
   // A stop requested while the job files load (a file may take up to loadTimeout) ends the daemon
   // at once: nothing is claimed yet, and the loads still pending are abandoned with the process.
+  // Job files picked up by themselves (watch: on, the default): watched from before they are read, so
+  // that a change while they load, or before the reload machinery is up, is one reload after the start.
+  let changedWhileStarting: string | null = null;
+  let onFileChange = (what: string) => {
+    changedWhileStarting ??= what;
+  };
+  const folders = new FolderWatch((what) => onFileChange(what), log);
+  if (config.watch) folders.watch(watchedPaths(config));
   const loaded = await Promise.race([jobsOf(config), stopWhileLoading]);
   if (loaded === 'stop') {
+    folders.close();
     log.info({ signal: requested }, 'shutdown requested while loading job files; stopped');
     return;
   }
   const { jobs, invalid } = loaded;
+  // The version of the job set this node runs: its heartbeat, the page and /metrics show it; a reload makes it again.
+  let jobSet = jobSetVersion(config.jobsDir);
   for (const f of invalid) for (const p of f.problems) log.error({ file: f.file }, p);
   // Bound before the store is opened: a configured address in use is exit 2 before any claim.
   const http = new DaemonHttp(config, log, VERSION);
@@ -70,12 +83,12 @@ export async function runDaemon(options: CommonOptions): Promise<void> {
   // Another live process taking the id over ends this node as a signal would, then exit 2 (see heartbeat.ts).
   let takenOver = false;
   let onTakenOver = () => {};
-  const heartbeat = new NodeHeartbeat({ store: rt.nodeStore, owner, inFlight: () => rt.executor.size, clockOffsetMs: () => rt.clock.reading().offsetMs, storeHost: () => rt.store.storeHost(), log,
+  const heartbeat = new NodeHeartbeat({ store: rt.nodeStore, owner, inFlight: () => rt.executor.size, clockOffsetMs: () => rt.clock.reading().offsetMs, storeHost: () => rt.store.storeHost(), jobSet: () => jobSet, log,
     onTakenOver: () => {
       takenOver = true;
       onTakenOver();
     } });
-  log.info({ config: describeConfig(config), jobs: jobs.map((j) => j.name), invalidFiles: invalid.length, lock: rt.lock.kind }, 'daemon starting');
+  log.info({ config: describeConfig(config), jobs: jobs.map((j) => j.name), invalidFiles: invalid.length, jobSet, lock: rt.lock.kind }, 'daemon starting');
   // Under a terminal: a few lines instead of the configuration, and one line per run outcome.
   const terminal = terminalOf(log);
   const zones = new Map(jobs.map((j) => [j.name, j.timezone]));
@@ -107,10 +120,14 @@ export async function runDaemon(options: CommonOptions): Promise<void> {
 
   // Before the scheduler starts: alerts observe its events (never on the run path).
   const alerts = attachAlerts(config, rt, jobs, log);
+  const racers = new Racers(config.nodeId, rt.nodeStore, log);
+  // After a deploy of new job files: a warning names the live nodes whose job sets still differ after a minute.
+  const skew = new JobSetSkew(config.nodeId, log);
+  racers.onListed((listed) => skew.observe(listed, jobSet));
   const scheduler = new Scheduler({ jobs, store: rt.store, runner: rt.runner, executor: rt.executor, takeover: rt.takeover, reconciler: rt.reconciler, log, now: () => new Date(rt.clock.now()),
     events: rt.events, lockState: () => rt.lock.state(), clockReading: () => rt.clock.reading(), onSweep: () => heartbeat.pulse(),
-    racers: new Racers(config.nodeId, rt.nodeStore, log) });
-  http.attach({ rt, scheduler, jobs, invalid, listNodes: () => rt.nodeStore.list({ recentMs: 86_400_000 }) });
+    racers });
+  http.attach({ rt, scheduler, jobs, invalid, listNodes: () => rt.nodeStore.list({ recentMs: 86_400_000 }), jobSet: () => jobSet });
   await scheduler.start();
   // Off the tick path: its own timer, first a minute after start, then hourly.
   let pruner = new RetentionPruner({ store: rt.store, onceStore: rt.onceStore, retentionMs: config.retentionMs, auditStore: rt.auditStore, auditRetentionMs: config.auditRetentionMs, jobs, log });
@@ -124,6 +141,9 @@ export async function runDaemon(options: CommonOptions): Promise<void> {
     replaceJobs: (next) => scheduler.replaceJobs(next),
     // Pruning follows the retention and the jobs' largest catchUp: a new pruner with the new ones.
     async applied({ config: now, previous, jobs: current, invalid: bad, jobsChanged }) {
+      const version = jobSetVersion(now.jobsDir);
+      if (version !== jobSet) log.info({ jobSet: version, previous: jobSet }, `job set version ${version} (was ${jobSet})`);
+      jobSet = version;
       // The watch follows the settings: a new jobs folder, or `watch` turned on or off.
       if (!stopping) {
         if (now.watch) folders.watch(watchedPaths(now));
@@ -145,12 +165,12 @@ export async function runDaemon(options: CommonOptions): Promise<void> {
     if (stopping) log.info('SIGHUP during the shutdown: ignored');
     else reloader.request();
   };
-  // Job files picked up by themselves (watch: on, the default): a change reloads as SIGHUP does.
-  const folders = new FolderWatch((what) => {
+  // A changed file reloads as SIGHUP does.
+  onFileChange = (what) => {
     if (!stopping) reloader.request(`a file changed: ${what}`);
-  }, log);
-  if (config.watch) folders.watch(watchedPaths(config));
+  };
   if (hupWhileStarting) reloader.request();
+  else if (changedWhileStarting) reloader.request(`a file changed: ${changedWhileStarting}`);
 
   await new Promise<void>((resolve) => {
     const shutdown = (fields: Record<string, unknown>, message: string) => {

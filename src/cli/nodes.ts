@@ -36,7 +36,18 @@ export function nodesCommand(program: Command): void {
  */
 export function nodesText(nodes: ListedNode[]): string {
   if (nodes.length === 0) return 'no node has run in the last 24 h';
-  return `${nodesTable(nodes)}${storeHostsText(nodes)}`;
+  return `${nodesTable(nodes)}${storeHostsText(nodes)}${jobSetsText(nodes)}`;
+}
+
+/**
+ * Below the table, the version of the job set each live node runs, one line a version: after a
+ * deploy of new job files, one line once every node has them; two while some do not.
+ */
+function jobSetsText(nodes: ListedNode[]): string {
+  const byVersion = new Map<string, string[]>();
+  for (const n of nodes) if (n.alive && n.jobSet) byVersion.set(n.jobSet, [...(byVersion.get(n.jobSet) ?? []), n.id]);
+  const lines = [...byVersion].map(([v, ids]) => `\njob set ${v}: ${ids.join(', ')}`).join('');
+  return byVersion.size > 1 ? `${lines}\nthe live nodes run ${byVersion.size} different job sets: their jobs folders differ` : lines;
 }
 
 /**

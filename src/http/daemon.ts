@@ -30,6 +30,8 @@ export interface AttachOptions {
   jobs: Job[];
   invalid: InvalidJobFile[];
   listNodes?: () => Promise<ListedNode[]>;
+  /** The version of the job set this node runs now (after a reload, the new one). */
+  jobSet?: () => string | null;
 }
 
 interface Attached {
@@ -86,11 +88,12 @@ export class DaemonHttp {
       redis: () => snapshot().redis,
       storeUp,
       clockOffsetMs: () => snapshot().clockOffsetMs,
+      ...(o.jobSet ? { jobSet: o.jobSet } : {}),
     }, cache, this.version, { onRunEnded: () => cache.refreshSoon() });
     const removeObserver = rt.events.add(metrics);
     const readerOf = (current: Job[], bad: InvalidJobFile[]) => createStatusReader({
       nodeId: this.config.nodeId, version: this.version, storeKind: rt.store.kind, snapshot, jobs: current, invalid: bad, cache, store: rt.store, runLogs: rt.runLogStore, storeUp,
-      now: () => rt.clock.now(), ...(o.listNodes ? { listNodes: o.listNodes } : {}),
+      now: () => rt.clock.now(), ...(o.listNodes ? { listNodes: o.listNodes } : {}), ...(o.jobSet ? { jobSet: o.jobSet } : {}),
     });
     const reader = readerOf(jobs, invalid);
     this.readerOf = readerOf;

@@ -37,6 +37,8 @@ export interface MetricsState {
   redis(): QuorumState;
   storeUp(): boolean;
   clockOffsetMs(): number;
+  /** The version of the job set this node runs; none: the family is not shown. */
+  jobSet?(): string | null;
 }
 
 export class SchedulerMetrics implements SchedulerObserver {
@@ -74,6 +76,14 @@ export class SchedulerMetrics implements SchedulerObserver {
     new Gauge({ name: 'scheduler_store_up', help: '1 when the store answers this node', registers, collect() { this.set(state.storeUp() ? 1 : 0); } });
     new Gauge({ name: 'scheduler_clock_offset_seconds', help: "Store clock minus this node's clock", registers, collect() { this.set(state.clockOffsetMs() / 1000); } });
     new Gauge({ name: 'scheduler_build_info', help: 'The scheduler version this node runs', labelNames: ['version'], registers }).set({ version }, 1);
+    const jobSet = state.jobSet?.bind(state);
+    if (jobSet) {
+      new Gauge({ name: 'scheduler_job_set_info', help: 'The version (a hash of the job files) of the job set this node runs: one series, value 1', labelNames: ['job_set'], registers,
+        collect() {
+          this.reset();
+          this.set({ job_set: jobSet() ?? 'unknown' }, 1);
+        } });
+    }
     // Every series a user would graph exists at 0 from the start (rate() needs a first sample).
     for (const job of state.jobs) this.perJob.add(job);
     for (const outcome of CLAIM_OUTCOMES) this.claims.inc({ outcome }, 0);

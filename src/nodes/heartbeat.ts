@@ -29,6 +29,8 @@ export interface NodeHeartbeatOptions {
   clockOffsetMs: () => number;
   /** The store host this node writes to now (`host:port`), or null (SQLite); none: not written. */
   storeHost?: () => string | null;
+  /** The version of the job set this node runs now; none: not written. */
+  jobSet?: () => string | null;
   log: Logger;
   everyMs?: number;
   /** Another live process holds the row now: called once, to shut down. */
@@ -76,7 +78,7 @@ export class NodeHeartbeat {
     const { store, owner, log } = this.options;
     if (this.takenBy) return;
     try {
-      const ours = await store.beat(owner, { inFlight: this.options.inFlight(), clockOffsetMs: this.options.clockOffsetMs(), state: this.state, ...(this.options.storeHost ? { storeHost: this.options.storeHost() } : {}) });
+      const ours = await store.beat(owner, { inFlight: this.options.inFlight(), clockOffsetMs: this.options.clockOffsetMs(), state: this.state, ...(this.options.storeHost ? { storeHost: this.options.storeHost() } : {}), ...(this.options.jobSet ? { jobSet: this.options.jobSet() } : {}) });
       this.lastBeat = performance.now();
       if (!ours && !this.warnedLost) await this.lost();
       if (performance.now() - this.lastForget >= FORGET_EVERY_MS) {

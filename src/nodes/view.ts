@@ -15,6 +15,7 @@ export function nodeView(n: ListedNode): NodeView {
     state: n.state,
     alive: n.alive,
     storeHost: n.storeHost,
+    jobSet: n.jobSet,
   };
 }
 

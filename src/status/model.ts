@@ -115,6 +115,8 @@ export interface NodeView {
   alive: boolean;
   /** The store host the node writes to (`host:port`), as of its last heartbeat; null on SQLite or not known yet. */
   storeHost: string | null;
+  /** The version (a hash) of the job set it runs, as of its last heartbeat; null not known yet. */
+  jobSet: string | null;
 }
 
 export interface InvalidJobView {

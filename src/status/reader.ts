@@ -30,6 +30,8 @@ export interface StatusReaderOptions {
   runLogs?: RunLogStore;
   /** Whether the store answers (the scheduler's sweep and the readiness probe together). */
   storeUp: () => boolean;
+  /** The version of the job set this node runs (its own row in the nodes view before its first beat). */
+  jobSet?: () => string | null;
   /** The store's clock as this node estimates it (epoch ms). */
   now: () => number;
   /** The nodes table (another part writes it); without it, this node alone from its snapshot. */
@@ -108,6 +110,7 @@ export function createStatusReader(o: StatusReaderOptions): StatusReader {
       startedAt: iso(s.startedAt) ?? new Date(now).toISOString(), heartbeatAt: new Date(now).toISOString(),
       inFlight: s.inFlight.length, clockOffsetMs: s.clockOffsetMs, state: s.stopping ? 'stopping' : 'running', alive: true,
       storeHost: o.store.storeHost(),
+      jobSet: o.jobSet?.() ?? null,
     };
   };
 

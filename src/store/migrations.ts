@@ -373,6 +373,21 @@ const migrations: Migration[] = [
       });
     },
   },
+  {
+    // The version of the job set each node runs (a hash of its jobs folder's files), written with its
+    // heartbeat: `nodes`, the page and /metrics show when every node has the new files.
+    name: '0016_job_set',
+    async up(knex) {
+      await knex.schema.alterTable(NODES_TABLE, (t) => {
+        t.string('job_set', 64).nullable();
+      });
+    },
+    async down(knex) {
+      await knex.schema.alterTable(NODES_TABLE, (t) => {
+        t.dropColumn('job_set');
+      });
+    },
+  },
 ];
 
 export const migrationSource: Knex.MigrationSource<Migration> = {

@@ -29,6 +29,7 @@ interface Row {
   state: string;
   proc_start: string | null;
   store_host?: string | null;
+  job_set?: string | null;
   store_now: number | string;
 }
 
@@ -45,6 +46,7 @@ const toListed = (r: Row): ListedNode => {
     state: r.state as NodeState,
     procStart: r.proc_start ?? null,
     storeHost: r.store_host ?? null,
+    jobSet: r.job_set ?? null,
   };
   const heartbeatAgeMs = Math.max(0, Number(r.store_now) - record.heartbeatAt);
   return { ...record, heartbeatAgeMs, alive: record.state !== 'stopped' && heartbeatAgeMs < NODE_ALIVE_MS };
@@ -113,10 +115,11 @@ export class KnexNodeStore implements NodeStore {
     return this.db.wrap('read node', () => this.read(id));
   }
 
-  async beat(owner: RegisteredNode, status: { inFlight: number; clockOffsetMs: number; state: NodeState; storeHost?: string | null }): Promise<boolean> {
+  async beat(owner: RegisteredNode, status: { inFlight: number; clockOffsetMs: number; state: NodeState; storeHost?: string | null; jobSet?: string | null }): Promise<boolean> {
     const changed = await this.db.wrap('node heartbeat', () => this.knex(NODES_TABLE).where(ownerOf(owner)).update({
       heartbeat_at: this.db.nowRaw(), in_flight: status.inFlight, clock_offset_ms: Math.round(status.clockOffsetMs), state: status.state,
       ...(status.storeHost !== undefined ? { store_host: status.storeHost === null ? null : status.storeHost.slice(0, 300) } : {}),
+      ...(status.jobSet !== undefined ? { job_set: status.jobSet === null ? null : status.jobSet.slice(0, 64) } : {}),
     }));
     return changed > 0;
   }

@@ -349,6 +349,8 @@ export interface NodeRecord {
   procStart: string | null;
   /** The store host the node writes to (`host:port`), as of its last heartbeat; null on SQLite, before its first beat, or from before the column. */
   storeHost: string | null;
+  /** The version of the job set it runs (a hash of its jobs folder's files), as of its last heartbeat; null before its first beat, for a CLI, or from before the column. */
+  jobSet: string | null;
 }
 
 /** The process a node row belongs to: the one that registered it. */
@@ -403,7 +405,7 @@ export interface NodeStore {
    */
   register(node: NodeRegistration, pidAlive: PidAlive): Promise<RegisterResult>;
   /** The heartbeat (store clock) with what the node is doing; false when the row is no longer this process's. */
-  beat(owner: RegisteredNode, status: { inFlight: number; clockOffsetMs: number; state: NodeState; storeHost?: string | null }): Promise<boolean>;
+  beat(owner: RegisteredNode, status: { inFlight: number; clockOffsetMs: number; state: NodeState; storeHost?: string | null; jobSet?: string | null }): Promise<boolean>;
   /** Sets the state (and the heartbeat); 'stopped' also zeroes the runs in flight. False when the row is not this process's. */
   setState(owner: RegisteredNode, state: NodeState): Promise<boolean>;
   /** The row of one node id, judged by the store's clock; null when there is none. */

@@ -84,10 +84,10 @@ export function fixtureJobs(): FixtureJob[] {
 }
 
 export const FIXTURE_NODES: NodeView[] = [
-  { id: 'node-a', host: 'host-a', pid: 101, version: '0.1.0', startedAt: ago(600), heartbeatAt: ago(0.1), inFlight: 0, clockOffsetMs: 3, state: 'running', alive: true, storeHost: 'db-1:3306' },
-  { id: 'node-b', host: 'host-b', pid: 202, version: '0.1.0', startedAt: ago(300), heartbeatAt: ago(0.2), inFlight: 1, clockOffsetMs: -12, state: 'running', alive: true, storeHost: 'db-1:3306' },
-  { id: 'node-c', host: 'host-c', pid: 303, version: '0.0.9', startedAt: ago(5000), heartbeatAt: ago(2000), inFlight: 0, clockOffsetMs: 0, state: 'stopped', alive: false, storeHost: 'db-2:3306' },
-  { id: 'node-d', host: 'host-d', pid: 404, version: '0.1.0', startedAt: ago(100), heartbeatAt: ago(1), inFlight: 1, clockOffsetMs: 0, state: 'running', alive: false, storeHost: null },
+  { id: 'node-a', host: 'host-a', pid: 101, version: '0.1.0', startedAt: ago(600), heartbeatAt: ago(0.1), inFlight: 0, clockOffsetMs: 3, state: 'running', alive: true, storeHost: 'db-1:3306', jobSet: 'a1b2c3d4e5f6' },
+  { id: 'node-b', host: 'host-b', pid: 202, version: '0.1.0', startedAt: ago(300), heartbeatAt: ago(0.2), inFlight: 1, clockOffsetMs: -12, state: 'running', alive: true, storeHost: 'db-1:3306', jobSet: 'a1b2c3d4e5f6' },
+  { id: 'node-c', host: 'host-c', pid: 303, version: '0.0.9', startedAt: ago(5000), heartbeatAt: ago(2000), inFlight: 0, clockOffsetMs: 0, state: 'stopped', alive: false, storeHost: 'db-2:3306', jobSet: 'a1b2c3d4e5f6' },
+  { id: 'node-d', host: 'host-d', pid: 404, version: '0.1.0', startedAt: ago(100), heartbeatAt: ago(1), inFlight: 1, clockOffsetMs: 0, state: 'running', alive: false, storeHost: null, jobSet: 'a1b2c3d4e5f6' },
 ];
 
 export const FIXTURE_INVALID: InvalidJobView[] = [{ file: 'broken.ts', problems: ['schedule: \'<img src=x onerror="window.__injected=true">\' is not a cron expression'] }];
@@ -123,8 +123,8 @@ export function longContentJobs(): FixtureJob[] {
 /** Nodes with long ids and hosts, in every state. */
 export const LONG_NODES: NodeView[] = [
   ...FIXTURE_NODES,
-  { id: 'cron-worker-eu-west-1a-7f9c2d1e-4b3a-4c2e-9f1d-0123456789ab', host: 'ip-10-20-30-40.eu-west-1.compute.internal', pid: 4194304, version: '0.1.0-rc.12+build.20260325', startedAt: ago(60000), heartbeatAt: ago(0.1), inFlight: 128, clockOffsetMs: -123456, state: 'stopping', alive: true, storeHost: 'orders-primary.cluster-abcdefghijkl.eu-west-1.rds.amazonaws.com:5432' },
-  { id: 'NodeIdWithoutAnyBreakPointAtAllForTheWidthCheck0123456789', host: 'a-rather-long-hostname-without-dots-for-the-width-check', pid: 5, version: '0.1.0', startedAt: ago(10), heartbeatAt: ago(100), inFlight: 0, clockOffsetMs: 0, state: 'running', alive: false, storeHost: null },
+  { id: 'cron-worker-eu-west-1a-7f9c2d1e-4b3a-4c2e-9f1d-0123456789ab', host: 'ip-10-20-30-40.eu-west-1.compute.internal', pid: 4194304, version: '0.1.0-rc.12+build.20260325', startedAt: ago(60000), heartbeatAt: ago(0.1), inFlight: 128, clockOffsetMs: -123456, state: 'stopping', alive: true, storeHost: 'orders-primary.cluster-abcdefghijkl.eu-west-1.rds.amazonaws.com:5432', jobSet: 'a1b2c3d4e5f6' },
+  { id: 'NodeIdWithoutAnyBreakPointAtAllForTheWidthCheck0123456789', host: 'a-rather-long-hostname-without-dots-for-the-width-check', pid: 5, version: '0.1.0', startedAt: ago(10), heartbeatAt: ago(100), inFlight: 0, clockOffsetMs: 0, state: 'running', alive: false, storeHost: null, jobSet: 'a1b2c3d4e5f6' },
 ];
 
 export const LONG_INVALID: InvalidJobView[] = [

@@ -10,7 +10,7 @@
 import { mkdirSync, renameSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { Daemon } from '../helpers/cli.js';
+import { Daemon, runCli } from '../helpers/cli.js';
 import { createMariaDb, type TestDatabase } from '../helpers/databases.js';
 import { waitFor } from '../helpers/redis.js';
 import { Workspace } from '../helpers/workspace.js';
@@ -127,5 +127,18 @@ describe('job files picked up by themselves', () => {
       expect(causes.length, d.nodeId).toBeGreaterThan(0);
       expect(causes.every((c) => c.startsWith('a file changed: ')), `${d.nodeId}: ${causes.join(', ')}`).toBe(true);
     }
+    // `nodes` shows one job-set version once every node has beaten since its last reload: the three
+    // folders hold the same files (node 3's through the ConfigMap's links), and the version is each
+    // node's last logged one.
+    const versions = daemons.map((d) => String(d.logs().filter((l) => /^job set version /.test(String(l.msg))).at(-1)?.jobSet));
+    expect(new Set(versions).size, versions.join(', ')).toBe(1);
+    const listed = await waitFor('every node to show the same job set in nodes --json', async () => {
+      const r = await runCli(['nodes', '--json'], { cwd: ws.dir, env: { SCHEDULER_STORE: db.url, SCHEDULER_JOBS_DIR: plain[0]! } });
+      const nodes = (JSON.parse(r.stdout) as { nodes?: Array<{ id: string; jobSet: string | null; alive: boolean }> } | Array<{ id: string; jobSet: string | null; alive: boolean }>);
+      const list = Array.isArray(nodes) ? nodes : nodes.nodes ?? [];
+      const sets = list.filter((n) => n.alive).map((n) => n.jobSet);
+      return sets.length === 3 && sets.every((s) => s === versions[0]) ? sets : undefined;
+    }, 30_000, 500);
+    expect(listed).toEqual([versions[0], versions[0], versions[0]]);
   }, 180_000);
 });

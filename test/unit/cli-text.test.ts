@@ -145,7 +145,7 @@ describe('nodes text', () => {
   const node = (over: Partial<ListedNode>): ListedNode => ({
     id: 'a-node-name-that-is-far-too-long-to-print-whole-1234', host: 'ip-10-0-112-134.eu-west-1.compute.internal', pid: 4_194_303,
     version: '10.20.300-beta.1', startedAt: 0, heartbeatAt: 99 * 86_400_000, inFlight: 1000, clockOffsetMs: -999_900, state: 'stopping',
-    procStart: null, storeHost: null, alive: true, heartbeatAgeMs: 23 * 3600_000 + 59 * 60_000, ...over,
+    procStart: null, storeHost: null, jobSet: null, alive: true, heartbeatAgeMs: 23 * 3600_000 + 59 * 60_000, ...over,
   });
 
   it('has a PID column (the pid a refused start names) and fits 100 columns with the widest values', () => {

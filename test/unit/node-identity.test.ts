@@ -75,7 +75,7 @@ describe('NodeHeartbeat when another live process took the id over', () => {
   const owner: RegisteredNode = { id: 'web-1', host: 'here', pid: 100, startedAt: 1000 };
   const holder: ListedNode = {
     id: 'web-1', host: 'db-2', pid: 4242, version: '1.0.0', startedAt: 5000, heartbeatAt: 6000, inFlight: 0, clockOffsetMs: 0,
-    state: 'running', procStart: null, storeHost: null, alive: true, heartbeatAgeMs: 100,
+    state: 'running', procStart: null, storeHost: null, jobSet: null, alive: true, heartbeatAgeMs: 100,
   };
 
   function setup(row: ListedNode | null) {

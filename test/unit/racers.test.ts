@@ -11,7 +11,7 @@ const silent = pino({ level: 'silent' });
 const keys = (n: number) => Array.from({ length: n }, (_, i) => `job-${i % 2000}@${new Date(Date.UTC(2026, 11, 1, 0, 0, Math.floor(i / 2000))).toISOString()}`);
 
 function listed(id: string, state: ListedNode['state'] = 'running', alive = true): ListedNode {
-  return { id, host: 'h', pid: 1, version: 'v', startedAt: 0, heartbeatAt: 0, inFlight: 0, clockOffsetMs: 0, state, procStart: null, storeHost: null, heartbeatAgeMs: 0, alive };
+  return { id, host: 'h', pid: 1, version: 'v', startedAt: 0, heartbeatAt: 0, inFlight: 0, clockOffsetMs: 0, state, procStart: null, storeHost: null, jobSet: null, heartbeatAgeMs: 0, alive };
 }
 
 describe('rendezvous ranking', () => {

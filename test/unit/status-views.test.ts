@@ -74,7 +74,7 @@ describe('status views', () => {
   it('a view of / reads the nodes table once, and its summary counts the live nodes of that read', async () => {
     const at = Date.UTC(2026, 11, 1, 12);
     const node = (id: string, alive: boolean): ListedNode => ({ id, host: `host-${id}`, pid: 10, version: '0.1.0', procStart: null, startedAt: at - 60_000, heartbeatAt: at - (alive ? 1000 : 90_000),
-      inFlight: 0, clockOffsetMs: 0, state: 'running', storeHost: null, alive, heartbeatAgeMs: alive ? 1000 : 90_000 });
+      inFlight: 0, clockOffsetMs: 0, state: 'running', storeHost: null, jobSet: null, alive, heartbeatAgeMs: alive ? 1000 : 90_000 });
     let reads = 0;
     const snapshot: SchedulerSnapshot = { startedAt: at, stopping: false, store: 'ok', storeError: null, redis: 'none', clockOffsetMs: 0, sinceLastPulseMs: 0, jobs: [], inFlight: [] };
     const reader = createStatusReader({ nodeId: 'a', version: '0.1.0', storeKind: 'sqlite', snapshot: () => snapshot, jobs: [job('daily', '30 2 * * *')], invalid: [], cache: emptyCache(),

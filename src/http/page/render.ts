@@ -205,11 +205,14 @@ function nodeStateBadge(node: NodeView): Markup {
 
 export function nodesSection(nodes: NodeView[], now: Date): Markup {
   const sorted = [...nodes].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  // After a deploy of new job files: the live nodes whose jobs folders differ.
+  const sets = new Set(sorted.filter((n) => n.alive && n.jobSet).map((n) => n.jobSet));
   return html`<section aria-labelledby="nodes-h"><h2 id="nodes-h">Nodes</h2>
+${sets.size > 1 ? html`<p><span class="badge warn" data-job-sets>! the live nodes run ${sets.size} different job sets: their jobs folders differ</span></p>` : ''}
 ${sorted.length === 0 ? html`<p class="muted">No node has written a heartbeat yet.</p>` : html`<div class="scroll"><table class="nodes">
-<thead><tr><th>node</th><th>state</th><th>heartbeat</th><th class="wide">host</th><th class="wide">pid</th><th>version</th><th>in flight</th><th class="wide">clock offset</th><th class="wide">writes to</th><th class="wide">started</th></tr></thead>
+<thead><tr><th>node</th><th>state</th><th>heartbeat</th><th class="wide">host</th><th class="wide">pid</th><th>version</th><th class="wide">job set</th><th>in flight</th><th class="wide">clock offset</th><th class="wide">writes to</th><th class="wide">started</th></tr></thead>
 <tbody>
-${sorted.map((n) => html`<tr data-node="${n.id}"><td class="id">${n.id}</td><td>${nodeStateBadge(n)}</td><td>${relativeCell(n.heartbeatAt, now)}</td><td class="wide id">${n.host}</td><td class="wide num">${n.pid}</td><td class="id">${n.version}</td><td class="num">${n.inFlight}</td><td class="wide num">${n.clockOffsetMs} ms</td><td class="wide id">${n.storeHost ?? '–'}</td><td class="wide">${relativeCell(n.startedAt, now)}</td></tr>`)}
+${sorted.map((n) => html`<tr data-node="${n.id}"><td class="id">${n.id}</td><td>${nodeStateBadge(n)}</td><td>${relativeCell(n.heartbeatAt, now)}</td><td class="wide id">${n.host}</td><td class="wide num">${n.pid}</td><td class="id">${n.version}</td><td class="wide id"><code>${n.jobSet ?? '–'}</code></td><td class="num">${n.inFlight}</td><td class="wide num">${n.clockOffsetMs} ms</td><td class="wide id">${n.storeHost ?? '–'}</td><td class="wide">${relativeCell(n.startedAt, now)}</td></tr>`)}
 </tbody></table></div>`}
 </section>`;
 }
