@@ -24,7 +24,7 @@ describe('docs/reference/metrics.md', () => {
 
   it("lists every family of a real scrape, with the scrape's type and labels", async () => {
     const cache = { summaries: new Map(), paused: new Map(), onceRetried: 0, readAt: 0 } as unknown as SummaryCache;
-    const metrics = new SchedulerMetrics({ jobs: ['backup'], next: () => new Map(), redis: () => 'ok', storeUp: () => true, clockOffsetMs: () => 0 }, cache, '0.1.0');
+    const metrics = new SchedulerMetrics({ jobs: ['backup'], next: () => new Map(), redis: () => 'ok', storeUp: () => true, clockOffsetMs: () => 0, jobSet: () => '3f0c9a1b2c4d' }, cache, '0.1.0');
     // A run, so that every scheduler_* family has a sample (the fire delay's histogram included).
     const run: SchedulerEvent[] = [
       { type: 'run-started', ...ref, attempt: 1, trigger: 'schedule', runId: '1', delayMs: 3 },
