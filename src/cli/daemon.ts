@@ -51,8 +51,6 @@ export async function runDaemon(options: CommonOptions): Promise<void> {
     else onSignal(s);
   }
 
-  // A stop requested while the job files load (a file may take up to loadTimeout) ends the daemon
-  // at once: nothing is claimed yet, and the loads still pending are abandoned with the process.
   // Job files picked up by themselves (watch: on, the default): watched from before they are read, so
   // that a change while they load, or before the reload machinery is up, is one reload after the start.
   let changedWhileStarting: string | null = null;
@@ -61,6 +59,8 @@ export async function runDaemon(options: CommonOptions): Promise<void> {
   };
   const folders = new FolderWatch((what) => onFileChange(what), log);
   if (config.watch) folders.watch(watchedPaths(config));
+  // A stop requested while the job files load (a file may take up to loadTimeout) ends the daemon
+  // at once: nothing is claimed yet, and the loads still pending are abandoned with the process.
   const loaded = await Promise.race([jobsOf(config), stopWhileLoading]);
   if (loaded === 'stop') {
     folders.close();
