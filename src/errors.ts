@@ -7,6 +7,7 @@ export type ErrorCode =
   | 'E_JOB_INVALID'   // a job file that does not validate (exit 2)
   | 'E_USAGE'         // bad command-line usage (exit 2)
   | 'E_UNKNOWN_JOB'   // run-once names a job that does not exist (exit 2)
+  | 'E_NOT_FOUND'     // a named thing (a backfill id) does not exist (exit 2)
   | 'E_NOT_A_PERIOD'  // --period is not an instant of that job's schedule (exit 2)
   | 'E_REFUSED'       // a manual run refused: in flight, or already succeeded (exit 3)
   | 'E_STORE_UNAVAILABLE' // the run store cannot be reached (exit 4)

@@ -13,11 +13,12 @@ import { Reconciler } from './run/reconcile.js';
 import { Takeover } from './run/takeover.js';
 import { Database } from './store/database.js';
 import { KnexAuditStore } from './store/audit.js';
+import { KnexBackfillStore } from './store/backfills.js';
 import { KnexJobStore } from './store/jobs.js';
 import { KnexNodeStore } from './store/nodes.js';
 import { KnexOnceStore } from './store/once.js';
 import { KnexRunStore } from './store/runs.js';
-import type { AuditStore, JobStore, NodeStore, OnceStore, RunStore } from './store/types.js';
+import type { AuditStore, BackfillStore, JobStore, NodeStore, OnceStore, RunStore } from './store/types.js';
 import { StoreClock } from './time/store-clock.js';
 import { EventBus } from './events/events.js';
 import { KnexRunLogStore } from './store/run-logs.js';
@@ -38,6 +39,8 @@ export interface Stores {
   runLogStore: RunLogStore;
   /** The operators' actions (`audit`). */
   auditStore: AuditStore;
+  /** Backfills and their periods (`backfill`). */
+  backfillStore: BackfillStore;
   close(): Promise<void>;
 }
 
@@ -83,7 +86,7 @@ export async function openStores(config: Config): Promise<Stores> {
     await db.close().catch(() => {});
     throw err;
   }
-  return { db, store: new KnexRunStore(db), jobStore: new KnexJobStore(db), nodeStore: new KnexNodeStore(db), onceStore: new KnexOnceStore(db), runLogStore: new KnexRunLogStore(db), auditStore: new KnexAuditStore(db), close: () => db.close() };
+  return { db, store: new KnexRunStore(db), jobStore: new KnexJobStore(db), nodeStore: new KnexNodeStore(db), onceStore: new KnexOnceStore(db), runLogStore: new KnexRunLogStore(db), auditStore: new KnexAuditStore(db), backfillStore: new KnexBackfillStore(db), close: () => db.close() };
 }
 
 /** The runs table alone (history, list, migrate): closing it closes its pool. */

@@ -8,6 +8,8 @@ import { describeConfig, loadConfig, type Config } from '../config/config.js';
 import { loadJobsForReload, Reloader } from '../daemon/reload.js';
 import { FolderWatch, type WatchedPaths } from '../daemon/watch.js';
 import { jobSetVersion } from '../jobs/job-set.js';
+import type { Job } from '../jobs/types.js';
+import { BackfillRunner } from '../backfill/runner.js';
 import { JobSetSkew } from '../nodes/job-sets.js';
 import { configFlags, jobsOf, setup, type CommonOptions } from './common.js';
 import { takeHeldSignals } from './signals.js';
@@ -129,6 +131,10 @@ export async function runDaemon(options: CommonOptions): Promise<void> {
     racers });
   http.attach({ rt, scheduler, jobs, invalid, listNodes: () => rt.nodeStore.list({ recentMs: 86_400_000 }), jobSet: () => jobSet });
   await scheduler.start();
+  // Backfills: this node takes its share of their periods, beside the schedule.
+  let jobsByName: ReadonlyMap<string, Job> = new Map(jobs.map((j) => [j.name, j]));
+  const backfills = new BackfillRunner({ backfills: rt.backfillStore, runs: rt.store, jobStore: rt.jobStore, runner: rt.runner, nodeId: config.nodeId, log, jobs: () => jobsByName });
+  backfills.start();
   // Off the tick path: its own timer, first a minute after start, then hourly.
   let pruner = new RetentionPruner({ store: rt.store, onceStore: rt.onceStore, retentionMs: config.retentionMs, auditStore: rt.auditStore, auditRetentionMs: config.auditRetentionMs, jobs, log });
   pruner.start();
@@ -151,6 +157,7 @@ export async function runDaemon(options: CommonOptions): Promise<void> {
       }
       // What shows or hooks jobs follows the new set (and the new invalid files): views, metrics, onFailure, the terminal's zones.
       http.setJobs(current, bad);
+      jobsByName = new Map(current.map((j) => [j.name, j]));
       alerts.setJobs(current);
       zones.clear();
       for (const j of current) zones.set(j.name, j.timezone);
@@ -179,6 +186,7 @@ export async function runDaemon(options: CommonOptions): Promise<void> {
       reloader.stop();
       void pruner.stop();
       heartbeat.stopping();
+      backfills.stop();
       const { gracePeriodMs } = reloader.config;
       log.info({ ...fields, gracePeriod: formatDuration(gracePeriodMs) }, message);
       void scheduler.stop(gracePeriodMs).then(resolve, (err) => {
@@ -202,6 +210,7 @@ export async function runDaemon(options: CommonOptions): Promise<void> {
     else if (takenOver) onTakenOver();
   });
   await pruner.stop();
+  await backfills.stopped();
   // Side by side: each waits a few seconds at most for a store that may be away.
   await Promise.all([heartbeat.stopped(), alerts.stop(), http.close(), drainRunLogs(rt.runLogs, RUN_LOGS_DRAIN_MS)]);
   // Closing waits for the pools; a store that does not answer must not hold the exit.

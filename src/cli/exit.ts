@@ -47,6 +47,7 @@ export function exitCodeFor(code: ErrorCode | undefined): number {
     case 'E_JOB_INVALID':
     case 'E_USAGE':
     case 'E_UNKNOWN_JOB':
+    case 'E_NOT_FOUND':
     case 'E_NOT_A_PERIOD':
       return EXIT.invalid;
     case 'E_REFUSED':

@@ -9,6 +9,7 @@ import { auditCommand } from './audit.js';
 import { historyCommand } from './history.js';
 import { logsCommand } from './logs.js';
 import { cancelCommand } from './cancel.js';
+import { backfillCommand } from './backfill.js';
 import { keysCommand } from './keys.js';
 import { listCommand } from './list.js';
 import { migrateCommand } from './migrate.js';
@@ -50,7 +51,7 @@ Examples:
   scheduler audit --since 24h                          # who paused, resumed, ran or pruned what, newest first
 
 Exit statuses: ${Object.entries(EXIT_MEANINGS).map(([code, meaning]) => `${code} ${meaning}`).join(', ')}.`);
-  for (const add of [runCommand, runOnceCommand, listCommand, nextCommand, validateCommand, historyCommand, logsCommand, keysCommand, migrateCommand, pruneCommand, nodesCommand, pauseCommands, cancelCommand, auditCommand]) add(program);
+  for (const add of [runCommand, runOnceCommand, listCommand, nextCommand, validateCommand, historyCommand, logsCommand, keysCommand, migrateCommand, pruneCommand, nodesCommand, pauseCommands, cancelCommand, backfillCommand, auditCommand]) add(program);
   // `--version` after a command too (`scheduler run --version`): with positional options the
   // program's own flags are read before the command only.
   for (const cmd of program.commands) cmd.version(pkg.version).exitOverride();

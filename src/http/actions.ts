@@ -8,6 +8,8 @@
  *   POST /api/jobs/<name>/pause                { "reason"? }                   pause
  *   POST /api/jobs/<name>/resume               {}                              resume
  *   POST /api/jobs/<name>/cancel               { "period"?, "reason"?, "wait"? } cancel (wait: seconds, default 10)
+ *   POST /api/jobs/<name>/backfill             { "from", "to", "concurrency"?, "force"?, "dryRun"? } backfill (202; the daemons run it)
+ *   POST /api/backfills/<id>/pause|resume|cancel {}                             backfill --pause|--resume|--cancel <id>
  *
  * A run by hand runs on the node that answers (it must define the job) and is answered 202 as soon
  * as its claim is won, before its body runs; its outcome is in the history and its log.
@@ -21,6 +23,7 @@ import { unknownJob } from '../jobs/unknown.js';
 import { changePause, parseReason, MAX_REASON_CHARS } from '../actions/pause.js';
 import { cancelRunning } from '../actions/cancel.js';
 import { runByHand } from '../actions/run.js';
+import { changeBackfill, parseConcurrency, startBackfill } from '../actions/backfill.js';
 import { parsePeriod, type ManualStart } from '../run/pass.js';
 import { parseInstantFlag } from '../time/instant.js';
 import type { Caller } from './access.js';
@@ -54,16 +57,22 @@ const cancelBody = z.object({
   wait: z.number().min(0).max(CANCEL_WAIT_MAX_S).optional(),
 }).strict();
 
-const ACTION_PATH = /^\/api\/jobs\/([^/]+)\/(run|pause|resume|cancel|periods\/([^/]+)\/run)$/;
+const backfillBody = z.object({
+  from: z.string(), to: z.string(), concurrency: z.number().int().optional(), force: z.boolean().optional(), dryRun: z.boolean().optional(),
+}).strict();
+
+const ACTION_PATH = /^\/api\/jobs\/([^/]+)\/(run|pause|resume|cancel|backfill|periods\/([^/]+)\/run)$/;
+const BACKFILL_PATH = /^\/api\/backfills\/([A-Za-z0-9-]{1,32})\/(pause|resume|cancel)$/;
 
 export function actionRouter(context: () => ActionContext | null): ActionRouter {
   return (url) => {
     const m = ACTION_PATH.exec(url.pathname);
-    if (!m) return null;
+    const b = m ? null : BACKFILL_PATH.exec(url.pathname);
+    if (!m && !b) return null;
     const handler: ActionHandler = async (body, caller) => {
       const ctx = context();
       if (!ctx) return json(503, { error: 'starting: the jobs are not loaded yet' });
-      const reply = await take(ctx, m, url, body, caller);
+      const reply = m ? await take(ctx, m, url, body, caller) : await backfillChange(ctx, b!, body, caller);
       if (reply.status < 300) {
         let timer: NodeJS.Timeout | undefined;
         await Promise.race([ctx.refreshViews(), new Promise<void>((r) => { timer = setTimeout(r, REFRESH_VIEWS_MS); })]);
@@ -85,7 +94,8 @@ async function take(ctx: ActionContext, m: RegExpExecArray, url: URL, body: Reco
     return json(400, { error: 'invalid job name or period in the path', path: url.pathname });
   }
   try {
-    const what = m[3] !== undefined ? 'rerun' : (m[2] as 'run' | 'pause' | 'resume' | 'cancel');
+    const what = m[3] !== undefined ? 'rerun' : (m[2] as 'run' | 'pause' | 'resume' | 'cancel' | 'backfill');
+    if (what === 'backfill') return await backfill(ctx, name, parse(backfillBody, body), caller);
     if (what === 'run' || what === 'rerun') return await run(ctx, name, periodText, parse(runBody, body), caller);
     if (what === 'pause' || what === 'resume') {
       const reason = what === 'pause' ? parseReason(parse(pauseBody, body).reason ?? undefined, 'reason') : (parse(emptyBody, body), null);
@@ -102,6 +112,27 @@ async function take(ctx: ActionContext, m: RegExpExecArray, url: URL, body: Reco
       waitMs: (b.wait ?? CANCEL_WAIT_DEFAULT_S) * 1000, warn: warnTo(ctx.log),
     });
     return json(200, report);
+  } catch (err) {
+    return errorReply(err);
+  }
+}
+
+/** Starts (or continues) a backfill; its periods run on the daemons that define the job. */
+async function backfill(ctx: ActionContext, name: string, body: z.infer<typeof backfillBody>, caller: Caller): Promise<Reply> {
+  const job = ctx.jobs.find((j) => j.name === name);
+  if (!job) throw unknownJob(name, ctx.jobs.map((j) => j.name), ctx.invalid);
+  const from = parseInstantFlag('from', body.from)!;
+  const to = parseInstantFlag('to', body.to)!;
+  const start = await startBackfill(ctx.rt, { job, from, to, concurrency: parseConcurrency(body.concurrency, 'concurrency'), force: body.force === true, dryRun: body.dryRun === true, actor: caller.actor, warn: warnTo(ctx.log) });
+  if (start.dryRun) return json(200, { dryRun: true, job: name, ...start.dryRun });
+  return json(start.created ? 202 : 200, { created: start.created, backfill: start.backfill });
+}
+
+async function backfillChange(ctx: ActionContext, m: RegExpExecArray, body: Record<string, unknown>, caller: Caller): Promise<Reply> {
+  try {
+    parse(emptyBody, body);
+    const view = await changeBackfill(ctx.rt, m[1]!, m[2] as 'pause' | 'resume' | 'cancel', caller.actor, warnTo(ctx.log));
+    return json(200, { backfill: view });
   } catch (err) {
     return errorReply(err);
   }
@@ -158,7 +189,7 @@ export function errorReply(err: unknown): Reply {
   const message = errorMessage(err).split('\n')[0]!;
   const code = err instanceof SchedulerError ? err.code : null;
   const status = code === 'E_USAGE' || code === 'E_NOT_A_PERIOD' || code === 'E_CONFIG' ? 400
-    : code === 'E_UNKNOWN_JOB' ? 404
+    : code === 'E_UNKNOWN_JOB' || code === 'E_NOT_FOUND' ? 404
     : code === 'E_REFUSED' || code === 'E_JOB_INVALID' ? 409
     : code === 'E_STORE_UNAVAILABLE' || code === 'E_LOCK_UNAVAILABLE' ? 503
     : 500;

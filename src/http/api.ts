@@ -1,6 +1,7 @@
 /** /api: the read model as JSON. Query parameters are validated and named when wrong (400). */
 import { DEFAULT_AUDIT_LIMIT, MAX_AUDIT_LIMIT, SINCE_EXPECTED, auditView, parseSince } from '../audit/view.js';
-import { RUN_STATUSES, type AuditStore, type RunStatus } from '../store/types.js';
+import { RUN_STATUSES, type AuditStore, type BackfillStore, type RunStatus } from '../store/types.js';
+import { backfillView } from '../actions/backfill.js';
 import type { StatusReader } from '../status/model.js';
 import { json, type Reply } from './server.js';
 
@@ -11,6 +12,8 @@ export const DEFAULT_RUNS_LIMIT = 100;
 export interface AuditSource {
   store: AuditStore;
   now: () => number;
+  /** For /api/backfills. */
+  backfills?: BackfillStore;
 }
 
 export function apiRoute(reader: () => StatusReader | null, audit: () => AuditSource | null = () => null): (url: URL) => Promise<Reply | null> {
@@ -25,6 +28,15 @@ export function apiRoute(reader: () => StatusReader | null, audit: () => AuditSo
     if (path === '/api/audit') {
       const source = audit();
       return source ? auditReply(url, source) : json(503, { error: 'starting: the store is not open yet' });
+    }
+    if (path === '/api/backfills') {
+      const source = audit();
+      if (!source?.backfills) return json(503, { error: 'starting: the store is not open yet' });
+      const active = url.searchParams.get('active');
+      if (active !== null && active !== 'true' && active !== 'false') return json(400, { error: `invalid parameter active=${active}: expected true or false`, parameter: 'active' });
+      const job = url.searchParams.get('job') ?? undefined;
+      const list = await source.backfills.list({ limit: 100, active: active === 'true', ...(job ? { job } : {}) });
+      return json(200, { backfills: list.map(backfillView) });
     }
     if (path === '/api/runs') {
       const job = url.searchParams.get('job') ?? undefined;

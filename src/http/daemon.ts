@@ -108,7 +108,7 @@ export class DaemonHttp {
       rt, jobs, invalid, nodeId: this.config.nodeId, log: this.log, track: (p) => scheduler.track(p), stopping: () => snapshot().stopping,
       refreshViews: () => cache.fresh(),
     };
-    this.parts = { snapshot, storeUp, reader, audit: { store: rt.auditStore, now: () => rt.clock.now() }, actions, metrics, jobs, invalid, stop: () => { probe?.stop(); cache.stop(); removeObserver(); } };
+    this.parts = { snapshot, storeUp, reader, audit: { store: rt.auditStore, now: () => rt.clock.now(), backfills: rt.backfillStore }, actions, metrics, jobs, invalid, stop: () => { probe?.stop(); cache.stop(); removeObserver(); } };
   }
 
   private readerOf: ((jobs: Job[], invalid: InvalidJobFile[]) => StatusReader) | null = null;

@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import type { Schedule } from '../time/schedule.js';
 import type { OnceFunction } from '../once/types.js';
 
-export type Trigger = 'schedule' | 'catch-up' | 'manual';
+export type Trigger = 'schedule' | 'catch-up' | 'manual' | 'backfill';
 export type AbortReason = 'timeout' | 'lease-lost' | 'shutdown' | 'cancelled';
 
 /** The single argument of a job body. */

@@ -115,7 +115,7 @@ export class PeriodRunner {
     // jitter: a period's first attempt (scheduled or caught up, not a manual run) starts no earlier
     // than its instant + the delay its key derives; the claim (and so the row, the key and the
     // missed/catchUp judgement) stays at the instant.
-    const jitter = trigger === 'manual' || attempt > 1 ? 0 : jitterDelayMs(periodKey(job.name, scheduledAt), job.jitterMs ?? 0);
+    const jitter = trigger === 'manual' || trigger === 'backfill' || attempt > 1 ? 0 : jitterDelayMs(periodKey(job.name, scheduledAt), job.jitterMs ?? 0);
     const notBefore = jitter > 0 ? new Date(Math.max(options.notBefore?.getTime() ?? 0, scheduledAt.getTime() + jitter)) : options.notBefore;
     const opts = { ...options, notBefore };
     // At most once, whichever comes first: the claim's outcome, or the result (a claim that threw).

@@ -13,6 +13,8 @@ export const ALERTS_TABLE = 'scheduler_alerts';
 export const ONCE_TABLE = 'scheduler_once_keys';
 export const RUN_LOGS_TABLE = 'scheduler_run_logs';
 export const AUDIT_TABLE = 'scheduler_audit';
+export const BACKFILLS_TABLE = 'scheduler_backfills';
+export const BACKFILL_PERIODS_TABLE = 'scheduler_backfill_periods';
 /** ctx.once keys: at most this many characters (191 x 4 bytes fits any InnoDB unique index in utf8mb4). */
 export const ONCE_KEY_MAX = 191;
 /** options.fingerprint: at most this many characters. */
@@ -386,6 +388,48 @@ const migrations: Migration[] = [
       await knex.schema.alterTable(NODES_TABLE, (t) => {
         t.dropColumn('job_set');
       });
+    },
+  },
+  {
+    // Backfills (`backfill <job> --from --to`): the backfill itself, and one row per period of its
+    // range, which the daemons claim (at most `concurrency` live claims cluster-wide) and run.
+    name: '0017_backfills',
+    async up(knex) {
+      await knex.schema.createTable(BACKFILLS_TABLE, (t) => {
+        t.string('id', 32).primary();
+        t.string('job', 100).notNullable();
+        t.bigInteger('from_at').notNullable();
+        t.bigInteger('to_at').notNullable();
+        t.integer('concurrency').notNullable();
+        t.boolean('force').notNullable().defaultTo(false);
+        t.string('status', 16).notNullable(); // running, paused, cancelled, done
+        t.integer('total').notNullable();
+        t.bigInteger('created_at').notNullable(); // store clock
+        t.string('created_by', 200).notNullable();
+        t.bigInteger('updated_at').notNullable();
+        t.bigInteger('ended_at').nullable();
+        t.index(['status'], 'scheduler_backfills_status');
+        t.index(['job', 'created_at'], 'scheduler_backfills_job');
+      });
+      await knex.schema.createTable(BACKFILL_PERIODS_TABLE, (t) => {
+        t.string('backfill_id', 32).notNullable();
+        t.integer('idx').notNullable();
+        t.bigInteger('scheduled_at').notNullable();
+        t.string('state', 16).notNullable(); // pending, claimed, succeeded, failed, skipped, cancelled
+        // The period's last attempt when a node first took it: the backfill's attempts are the later ones.
+        t.integer('base_attempt').nullable();
+        t.integer('attempt').nullable(); // the attempt whose outcome the state is
+        t.string('status', 16).nullable(); // that attempt's status (or 'succeeded-before')
+        t.string('node_id', 191).nullable();
+        t.bigInteger('lease_until').nullable(); // store clock; a pending period is not taken before it
+        t.primary(['backfill_id', 'idx']);
+        t.index(['backfill_id', 'state', 'idx'], 'scheduler_backfill_periods_state');
+      });
+      if (knex.client.config.client === 'mysql2') await knex.raw('ALTER TABLE ?? MODIFY ?? VARCHAR(100) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL', [BACKFILLS_TABLE, 'job']);
+    },
+    async down(knex) {
+      await knex.schema.dropTableIfExists(BACKFILL_PERIODS_TABLE);
+      await knex.schema.dropTableIfExists(BACKFILLS_TABLE);
     },
   },
 ];

@@ -114,13 +114,14 @@ export async function latestPeriods(ctx: RunsContext, jobs: string[]): Promise<M
   // start-up on SQLite): one statement per 100 jobs now, each job still one index step.
   for (let i = 0; i < jobs.length; i += 100) {
     const chunk = jobs.slice(i, i + 100);
-    // Manual runs are not periods of the schedule (a run by hand "now"), nor anchors of it. Newest
+    // Manual runs are not periods of the schedule (a run by hand "now"), nor anchors of it; nor are
+    // a backfill's runs (old periods run on request). Newest
     // first down the unique key, stopping at the first row that is not manual: one index step, as a
     // MAX with that filter (which reads every row of the job) would not be. Each job's step is a
     // subquery of its own (an ORDER BY ... LIMIT per job), their rows put together by UNION ALL.
     const latest = chunk.map((job, n) => k.select('job', 'scheduled_at').from(
       k.from(ctx.db.dialect.tableUsing(k, RUNS_TABLE, 'scheduler_runs_period_attempt'))
-        .select('job', 'scheduled_at').where({ job }).andWhereNot('trigger', 'manual')
+        .select('job', 'scheduled_at').where({ job }).whereNotIn('trigger', ['manual', 'backfill'])
         .orderBy('scheduled_at', 'desc').limit(1).as(`l${n}`)));
     const rows = (await ctx.wrap('read latest periods', () => (latest.length === 1 ? latest[0]! : latest[0]!.unionAll(latest.slice(1))))) as Array<{ job: string; scheduled_at: number | string }>;
     for (const r of rows) out.set(r.job, Number(r.scheduled_at));
