@@ -106,7 +106,9 @@ Examples:
         const live = (await stores.nodeStore.list({ recentMs: 60_000 })).filter((n) => n.alive);
         if (live.length === 0) process.stderr.write('scheduler: warning: no daemon is running; the backfill waits for one (scheduler run)\n');
         const end = await follow(stores, b.id, options.json === true);
-        if (end.failed > 0 || end.status === 'cancelled') process.exitCode = EXIT.failed;
+        // Interrupted: 130, as a shell reports a command ended by Ctrl-C.
+        if (end === 'interrupted') process.exitCode = 130;
+        else if (end.failed > 0 || end.status === 'cancelled') process.exitCode = EXIT.failed;
       } finally {
         await stores.close();
       }
@@ -131,7 +133,7 @@ function etaText(seconds: number): string {
 }
 
 /** Follows the backfill until it is done or cancelled; Ctrl-C leaves it to the daemons. */
-async function follow(stores: Stores, id: string, json: boolean): Promise<BackfillView> {
+async function follow(stores: Stores, id: string, json: boolean): Promise<BackfillView | 'interrupted'> {
   const tty = !json && process.stderr.isTTY === true;
   const samples: Array<{ at: number; n: number }> = [];
   let lastPlain = 0;
@@ -177,7 +179,7 @@ async function follow(stores: Stores, id: string, json: boolean): Promise<Backfi
       if (interrupted) {
         if (tty) process.stderr.write('\n');
         process.stderr.write(`backfill ${id} goes on in the daemons; the same command follows it again, 'backfill --status' shows it, 'backfill --cancel ${id}' stops it\n`);
-        process.exit(130);
+        return 'interrupted';
       }
       await new Promise((r) => setTimeout(r, FOLLOW_MS));
     }
