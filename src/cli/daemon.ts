@@ -136,7 +136,7 @@ export async function runDaemon(options: CommonOptions): Promise<void> {
   const backfills = new BackfillRunner({ backfills: rt.backfillStore, runs: rt.store, jobStore: rt.jobStore, runner: rt.runner, nodeId: config.nodeId, log, jobs: () => jobsByName });
   backfills.start();
   // Off the tick path: its own timer, first a minute after start, then hourly.
-  let pruner = new RetentionPruner({ store: rt.store, onceStore: rt.onceStore, retentionMs: config.retentionMs, auditStore: rt.auditStore, auditRetentionMs: config.auditRetentionMs, jobs, log });
+  let pruner = new RetentionPruner({ store: rt.store, onceStore: rt.onceStore, retentionMs: config.retentionMs, auditStore: rt.auditStore, auditRetentionMs: config.auditRetentionMs, backfillStore: rt.backfillStore, jobs, log });
   pruner.start();
 
   let stopping = false;
@@ -164,7 +164,7 @@ export async function runDaemon(options: CommonOptions): Promise<void> {
       if (stopping || (!jobsChanged && now.retentionMs === previous.retentionMs && now.auditRetentionMs === previous.auditRetentionMs)) return;
       await pruner.stop();
       if (stopping) return;
-      pruner = new RetentionPruner({ store: rt.store, onceStore: rt.onceStore, retentionMs: now.retentionMs, auditStore: rt.auditStore, auditRetentionMs: now.auditRetentionMs, jobs: current, log });
+      pruner = new RetentionPruner({ store: rt.store, onceStore: rt.onceStore, retentionMs: now.retentionMs, auditStore: rt.auditStore, auditRetentionMs: now.auditRetentionMs, backfillStore: rt.backfillStore, jobs: current, log });
       pruner.start();
     },
   });

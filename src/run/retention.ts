@@ -7,7 +7,7 @@
 import { errorMessage } from '../errors.js';
 import type { Job } from '../jobs/types.js';
 import type { Logger } from '../log.js';
-import type { AuditStore, OnceStore, PruneResult, RunStore } from '../store/types.js';
+import type { AuditStore, BackfillStore, OnceStore, PruneResult, RunStore } from '../store/types.js';
 import { formatDuration } from '../time/duration.js';
 
 /** Rows younger than the largest catchUp plus this margin are never pruned (claims ahead, clock skew, late timers). */
@@ -52,6 +52,8 @@ export interface RetentionPrunerOptions {
   auditStore?: AuditStore;
   /** null or absent: audit rows are kept for ever. */
   auditRetentionMs?: number | null;
+  /** Backfills that ended longer than the retention ago go with each prune of the runs (their periods too). */
+  backfillStore?: BackfillStore;
   jobs: readonly Job[];
   log: Logger;
   firstAfterMs?: number;
@@ -116,7 +118,21 @@ export class RetentionPruner {
 
   private async pruneOnce(): Promise<void> {
     if (this.pruneRuns) await this.pruneRunsOnce();
+    if (this.pruneRuns && this.options.backfillStore && !this.abort.signal.aborted) await this.pruneBackfillsOnce();
     if (this.pruneAudit() && !this.abort.signal.aborted) await this.pruneAuditOnce();
+  }
+
+  /** Backfills ended before the runs' retention, by the store's clock. */
+  private async pruneBackfillsOnce(): Promise<void> {
+    const { store, log } = this.options;
+    const retention = formatDuration(this.options.retentionMs!);
+    try {
+      const cutoff = new Date((await store.now()) - this.options.retentionMs!);
+      const deleted = await this.options.backfillStore!.prune(cutoff);
+      if (deleted > 0) log.info({ deleted, cutoff: cutoff.toISOString(), retention }, `prune: deleted ${deleted} backfill(s) ended more than ${retention} ago`);
+    } catch (err) {
+      log.warn({ err: { message: errorMessage(err) }, retention }, 'prune of ended backfills failed; trying again at the next interval');
+    }
   }
 
   /** Audit rows older than their retention, by the store's clock; apart from the runs (a failure of one leaves the other). */
