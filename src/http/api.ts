@@ -1,7 +1,7 @@
 /** /api: the read model as JSON. Query parameters are validated and named when wrong (400). */
 import { DEFAULT_AUDIT_LIMIT, MAX_AUDIT_LIMIT, SINCE_EXPECTED, auditView, parseSince } from '../audit/view.js';
 import { RUN_STATUSES, type AuditStore, type BackfillStore, type RunStatus } from '../store/types.js';
-import { backfillView } from '../actions/backfill.js';
+import { backfillView } from '../backfill/view.js';
 import type { StatusReader } from '../status/model.js';
 import { json, type Reply } from './server.js';
 

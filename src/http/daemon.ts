@@ -93,7 +93,7 @@ export class DaemonHttp {
     const removeObserver = rt.events.add(metrics);
     const readerOf = (current: Job[], bad: InvalidJobFile[]) => createStatusReader({
       nodeId: this.config.nodeId, version: this.version, storeKind: rt.store.kind, snapshot, jobs: current, invalid: bad, cache, store: rt.store, runLogs: rt.runLogStore, storeUp,
-      now: () => rt.clock.now(), ...(o.listNodes ? { listNodes: o.listNodes } : {}), ...(o.jobSet ? { jobSet: o.jobSet } : {}),
+      now: () => rt.clock.now(), backfills: rt.backfillStore, ...(o.listNodes ? { listNodes: o.listNodes } : {}), ...(o.jobSet ? { jobSet: o.jobSet } : {}),
     });
     const reader = readerOf(jobs, invalid);
     this.readerOf = readerOf;

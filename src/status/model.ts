@@ -7,6 +7,7 @@
 import type { QuorumState } from '../claim/lock.js';
 import type { NodeState, RunStatus } from '../store/types.js';
 import type { RunLogLineView } from '../runlog/view.js';
+import type { BackfillView } from '../backfill/view.js';
 
 export interface SummaryView {
   nodeId: string;
@@ -141,5 +142,7 @@ export interface StatusReader {
   /** An attempt's stored log after `afterSeq`; null: no such run. */
   runLog(runId: string, options?: { afterSeq?: number; limit?: number }): Promise<RunLogView | null>;
   nodes(): Promise<NodeView[]>;
+  /** The newest backfills (none without a backfills table). */
+  backfills?(): Promise<BackfillView[]>;
   invalid(): InvalidJobView[];
 }

@@ -7,7 +7,8 @@ import { adjacentPeriods } from '../output/periods.js';
 import { hostname } from 'node:os';
 import type { InvalidJobFile, Job } from '../jobs/types.js';
 import type { SchedulerSnapshot } from '../daemon/scheduler.js';
-import type { JobSummary, ListedNode, RunRecord, RunStore } from '../store/types.js';
+import type { BackfillStore, JobSummary, ListedNode, RunRecord, RunStore } from '../store/types.js';
+import { backfillView } from '../backfill/view.js';
 import { nodeView } from '../nodes/view.js';
 import { describePeriods, isPeriod, nextPeriods } from '../time/schedule.js';
 import type { SummaryCache } from '../http/summaries.js';
@@ -36,7 +37,12 @@ export interface StatusReaderOptions {
   now: () => number;
   /** The nodes table (another part writes it); without it, this node alone from its snapshot. */
   listNodes?: () => Promise<ListedNode[]>;
+  /** The backfills table; without it, none. */
+  backfills?: Pick<BackfillStore, 'list'>;
 }
+
+/** The backfills the page shows (the newest; `backfill --status` and /api/backfills list more). */
+const BACKFILLS_ON_PAGE = 10;
 
 /** The first line of an error, at most 300 characters. */
 export function firstLine(text: string | null | undefined): string | null {
@@ -171,6 +177,9 @@ export function createStatusReader(o: StatusReaderOptions): StatusReader {
       if (!o.listNodes) return [selfNode()];
       // Liveness judged by the store's clock, in the nodes table's own statement.
       return (await o.listNodes()).map(nodeView);
+    },
+    async backfills() {
+      return o.backfills ? (await o.backfills.list({ limit: BACKFILLS_ON_PAGE })).map(backfillView) : [];
     },
     invalid(): InvalidJobView[] {
       return o.invalid.map((f) => ({ file: f.file, problems: f.problems.map((p) => firstLine(p) ?? '') }));

@@ -5,6 +5,7 @@
 import type { StatusReader } from '../../status/model.js';
 import { html, type Fragment } from './html.js';
 import { runLogBody, RUN_LOG_REFRESH_SECONDS } from './run-log.js';
+import { backfillsSection } from './backfills.js';
 import { invalidSection, jobPageBody, jobsSection, JOB_FILTERS, layout, nodesSection, notFoundBody, summarySection, unavailableSection, type JobFilter } from './render.js';
 
 export interface PageResponse {
@@ -34,7 +35,7 @@ export function createPageHandler(reader: StatusReader, options: PageOptions = {
   const clock = options.now ?? (() => new Date());
 
   return async (url, view = { actions: false }) => {
-    if (url.pathname === '/') return home(reader, url, refreshSeconds, clock());
+    if (url.pathname === '/') return home(reader, url, refreshSeconds, clock(), view.actions);
     const match = JOB_PATH.exec(url.pathname);
     if (match) return jobPage(reader, match[1]!, refreshSeconds, clock(), view.actions);
     const log = RUN_LOG_PATH.exec(url.pathname);
@@ -43,7 +44,7 @@ export function createPageHandler(reader: StatusReader, options: PageOptions = {
   };
 }
 
-async function home(reader: StatusReader, url: URL, refreshSeconds: number, now: Date): Promise<PageResponse> {
+async function home(reader: StatusReader, url: URL, refreshSeconds: number, now: Date, actions = false): Promise<PageResponse> {
   const asked = url.searchParams.get('filter');
   if (asked !== null && asked !== '' && !(JOB_FILTERS as readonly string[]).includes(asked)) {
     const body = html`<h1>Unknown filter</h1><p>filter=<code>${asked}</code> is not one of ${JOB_FILTERS.join(', ')}. <a href="/">All jobs</a></p>`;
@@ -53,12 +54,13 @@ async function home(reader: StatusReader, url: URL, refreshSeconds: number, now:
   // Each part is shown if it could be read: a store away must not blank the whole page.
   // The nodes table is read once: the summary counts the live nodes of the same read.
   const nodesRead = reader.nodes();
-  const [summary, jobs, nodes] = await Promise.allSettled([nodesRead.then((n) => reader.summary(n)), reader.jobs(), nodesRead]);
+  const [summary, jobs, nodes, backfills] = await Promise.allSettled([nodesRead.then((n) => reader.summary(n)), reader.jobs(), nodesRead, reader.backfills?.() ?? Promise.resolve([])]);
   const invalid = safely(() => reader.invalid(), []);
   const body: Fragment = [
     summary.status === 'fulfilled' ? summarySection(summary.value, now) : unavailableSection('Summary'),
     jobs.status === 'fulfilled' ? jobsSection(jobs.value, filter, now) : unavailableSection('Jobs'),
     invalidSection(invalid),
+    backfills.status === 'fulfilled' ? backfillsSection(backfills.value, now, actions) : unavailableSection('Backfills'),
     nodes.status === 'fulfilled' ? nodesSection(nodes.value, now) : unavailableSection('Nodes'),
   ];
   const identity = summary.status === 'fulfilled' ? { nodeId: summary.value.nodeId, version: summary.value.version } : {};
