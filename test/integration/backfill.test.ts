@@ -180,6 +180,11 @@ describe('scheduler backfill', () => {
     expect(listed.backfills).toHaveLength(5);
     expect(((await (await fetch(`${url}/api/backfills?active=true`)).json()) as { backfills: View[] }).backfills).toEqual([]);
 
+    // The page lists them, with their progress.
+    const page = await (await fetch(`${url}/`)).text();
+    expect(page).toContain('<h2 id="backfills-h">Backfills</h2>');
+    expect(page).toMatch(new RegExp(`<tr data-backfill="${id}">.*cancelled`, 's'));
+
     // The audit trail: each start, change and refusal, with its actor.
     const audit = (JSON.parse((await cli(['audit', '--json', '--limit', '100'])).stdout) as { entries: Array<{ actor: string; action: string; job: string; result: string; force: boolean }> }).entries;
     const mine = audit.filter((a) => a.action.startsWith('backfill'));
