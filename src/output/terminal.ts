@@ -151,8 +151,8 @@ export function runLine(e: RunFinished, zone: string, now: Date, colour: (text: 
 
 type Skipped = Extract<SchedulerEvent, { type: 'skipped' }>;
 
-/** Skips a person is told of by a line: a paused job's periods, a period whose run overlapped (`overlap: skip`). */
-const SKIP_LINE_REASONS: ReadonlySet<Skipped['reason']> = new Set(['paused', 'overlap']);
+/** Skips a person is told of by a line: a paused job's periods, a period whose run overlapped (`overlap: skip`), a period on an excluded date. */
+const SKIP_LINE_REASONS: ReadonlySet<Skipped['reason']> = new Set(['paused', 'overlap', 'calendar']);
 
 /** The period in `zone`: `2026-12-01 14:00 Asia/Shanghai`, with seconds when it has some. */
 function periodText(at: Date, zone: string): string {
@@ -166,7 +166,7 @@ function periodText(at: Date, zone: string): string {
  */
 export function skipLine(e: Skipped, zone: string, colour: (text: string, code: number) => string = (t) => t): string {
   const when = e.count === 1 ? periodText(e.first, zone) : `${e.count} periods ${periodText(e.first, zone).replace(` ${zone}`, '')} to ${periodText(e.last, zone)}`;
-  return `${colour('-', 33)} ${e.job}  ${when}  skipped  (${e.reason === 'overlap' ? 'overlap: a run is in flight' : e.reason})`;
+  return `${colour('-', 33)} ${e.job}  ${when}  skipped  (${e.reason === 'overlap' ? 'overlap: a run is in flight' : e.reason === 'calendar' ? 'calendar: an excluded date' : e.reason})`;
 }
 
 /** Prints one run line per `run-finished` event this node emits, and one per paused or overlapping skip. */
