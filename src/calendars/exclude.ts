@@ -83,14 +83,21 @@ function inYearly(ev: Calendar['yearly'][number], except: Set<number>, day: numb
   for (const y of [year, year - 1]) {
     const n = y - ev.fromYear;
     if (n < 0 || n % ev.interval !== 0) continue;
-    if (ev.count !== null && n / ev.interval >= ev.count) continue;
-    // A date that does not exist that year (29 February) has no occurrence (RFC 5545 3.3.10).
+    // A date that does not exist that year (29 February) has no occurrence, and is not counted (RFC 5545 3.3.10).
     const start = dayOf(y, ev.month, ev.day);
     if (start === undefined || except.has(start)) continue;
+    if (ev.count !== null && occurrencesBefore(ev, y) >= ev.count) continue;
     if (ev.untilDay !== null && start > ev.untilDay) continue;
     if (day >= start && day < start + ev.length) return true;
   }
   return false;
+}
+
+/** How many occurrences the yearly event has before year `y` (stops counting at its COUNT). */
+function occurrencesBefore(ev: Calendar['yearly'][number], y: number): number {
+  let n = 0;
+  for (let year = ev.fromYear; year < y && n < ev.count!; year += ev.interval) if (dayOf(year, ev.month, ev.day) !== undefined) n++;
+  return n;
 }
 
 /**
