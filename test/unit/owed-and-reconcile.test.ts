@@ -124,7 +124,7 @@ describe('periodsToCheck / planReconcile: what a sweep records and runs, and the
     // No period in the window at all: the anchor goes to upTo as well.
     const empty = w(T, T + 4 * MINUTE, T + 4 * MINUTE);
     expect(periodsToCheck(j, empty)).toEqual({ old: [], recent: [], truncated: false, recentTruncated: false });
-    expect(planReconcile(j, empty, periodsToCheck(j, empty), new Set())).toEqual({ missed: [], coalesced: [], run: [], through: T + 4 * MINUTE });
+    expect(planReconcile(j, empty, periodsToCheck(j, empty), new Set())).toEqual({ missed: [], coalesced: [], run: [], calendar: [], through: T + 4 * MINUTE });
   });
 
   it('the window: (anchor, upTo], split at now - catchUp (a period exactly catchUp old is still run)', () => {
