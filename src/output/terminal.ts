@@ -13,9 +13,10 @@ import { formatLocal, localParts, relativeTime, truncate } from '../time/display
 export const TERMINAL_DEBUG_MESSAGES: ReadonlySet<string> = new Set([
   'run started', 'run succeeded', 'run failed', 'run timed_out', 'run abandoned', 'run interrupted', 'run skipped',
   'next attempt owed (pending)',
-  // A period skipped (the job paused, or overlap: skip) is a run line too (a `skipped` event).
+  // A period skipped (the job paused, overlap: skip, an excluded date) is a run line too (a `skipped` event).
   'period skipped: the job is paused', 'period skipped: another run of the job is in flight (overlap: skip)',
-  'periods of a paused job recorded skipped (paused)',
+  'period skipped: its date is excluded',
+  'periods of a paused job recorded skipped (paused)', "periods on dates the job's exclude names recorded skipped (calendar)",
   // The start-up summary replaces these (see summary.ts): it says the status page's address.
   'daemon starting', 'scheduler started', 'http server listening',
 ]);

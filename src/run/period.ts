@@ -253,7 +253,7 @@ export class PeriodRunner {
       if (claim.outcome === 'skipped-calendar') this.events.emit({ type: 'skipped', job: job.name, reason: 'calendar', count: 1, first: scheduledAt, last: scheduledAt });
       if (claim.outcome !== 'won') {
         if (claim.outcome === 'skipped-calendar') {
-          this.log.info({ ...where, excludedBy: claim.excludedBy }, `period skipped: its date is excluded (${claim.excludedBy})`);
+          this.log.info({ ...where, excludedBy: claim.excludedBy }, 'period skipped: its date is excluded');
         } else if (claim.outcome === 'skipped-paused') {
           this.log.info({ ...where, reason: claim.pausedReason }, 'period skipped: the job is paused');
         } else if (claim.outcome === 'skipped-overlap') {

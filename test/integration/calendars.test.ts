@@ -77,7 +77,7 @@ describe('calendars: excluded periods are recorded skipped (calendar), never run
     for (const r of skipped) expect(r, JSON.stringify(r)).toMatchObject({ status: 'skipped', reason: 'calendar', attempt: 1 });
     expect(ws.lines('holiday.txt')).toEqual([]);
     // The daemon's log says which entry excludes them.
-    expect(daemon.logs().some((l) => l.msg === 'period skipped: its date is excluded (calendar:around-today)')).toBe(true);
+    expect(daemon.logs().some((l) => l.msg === 'period skipped: its date is excluded' && l.excludedBy === 'calendar:around-today')).toBe(true);
     await daemon.stop('SIGTERM', 20_000);
     daemon = undefined;
     expect(ws.lines('holiday.txt')).toEqual([]);
