@@ -10,30 +10,9 @@ import { join, relative } from 'node:path';
 import { errorMessage } from '../errors.js';
 import { DATE_EXPECTED, MAX_RANGE_DAYS, MAX_RANGE_YEARS, parseDate } from './dates.js';
 import { CalendarFileError, parseIcs } from './ics.js';
+import type { CalendarDays } from './types.js';
 
-/** An all-day event repeated every `interval` years from `fromYear` on (RRULE:FREQ=YEARLY). */
-export interface YearlyEvent {
-  month: number;
-  day: number;
-  /** Days, at least 1. */
-  length: number;
-  fromYear: number;
-  interval: number;
-  /** The last day an occurrence may start on (UNTIL), or null. */
-  untilDay: number | null;
-  /** How many occurrences (COUNT), or null. */
-  count: number | null;
-  /** Occurrences left out (EXDATE): their first days. */
-  except: number[];
-}
-
-/** What a calendar excludes, as day numbers (see dates.ts). */
-export interface CalendarDays {
-  days: number[];
-  /** Inclusive [first, last]. */
-  ranges: Array<[number, number]>;
-  yearly: YearlyEvent[];
-}
+export type { CalendarDays, YearlyEvent } from './types.js';
 
 export interface Calendar extends CalendarDays {
   name: string;

@@ -9,7 +9,7 @@
  * rule other than a plain yearly one.
  */
 import { MAX_RANGE_DAYS, MAX_RANGE_YEARS, parseBasicDate, partsOf } from './dates.js';
-import type { CalendarDays, YearlyEvent } from './calendar.js';
+import type { CalendarDays, YearlyEvent } from './types.js';
 
 /** One problem of a calendar file: the line it is on (1-based, of the file as written) and what is wrong. */
 export class CalendarFileError extends Error {
