@@ -9,7 +9,9 @@
  * - a full outage (no node up across six daily periods, two of them excluded, the latest among them):
  *   a daemon started afterwards records the excluded ones skipped (calendar), runs the latest one NOT
  *   excluded, and records the others coalesced;
- * - `validate` names the job file and the field of a missing or broken calendar, exit 2.
+ * - `validate` names the job file and the field of a missing or broken calendar, exit 2;
+ * - over HTTP: `/api/jobs` shows `exclude`, a re-run of an excluded period is 409 unless `force`; a
+ *   calendar edited is picked up by the watch (the job `changed`) and the job runs again.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -176,6 +178,38 @@ describe('calendars: excluded periods are recorded skipped (calendar), never run
     ]);
     expect(byPeriod.get(periods[4]!)!.trigger).toBe('catch-up');
     expect(ws.lines('daily.txt')).toEqual([`daily@${new Date(periods[4]!).toISOString()} 1 catch-up`]);
+  });
+
+  it('over HTTP: /api/jobs shows exclude; a re-run of an excluded period is 409 naming the calendar, 202 with force; a calendar edited reloads and the job runs again', async () => {
+    daemon = new Daemon([], { cwd: ws.dir, env: { ...env, SCHEDULER_NODE_ID: 'node-c', SCHEDULER_HTTP: '127.0.0.1:0' } });
+    await waitForLog(daemon, 'the daemon to schedule', 'scheduler started');
+    const url = await waitFor('http server listening', () => daemon!.logs().find((l) => l.msg === 'http server listening')?.url as string | undefined, 60_000);
+    const api = await (await fetch(`${url}/api/jobs`)).json() as { jobs: Array<{ name: string; exclude?: string[]; nextSkipped?: Array<{ excludedBy: string }> }> };
+    const holiday = api.jobs.find((j) => j.name === 'holiday')!;
+    expect(holiday.exclude).toEqual(['2020-01-01', 'calendar:around-today']);
+    expect(holiday.nextSkipped![0]!.excludedBy).toBe('calendar:around-today');
+    expect(api.jobs.find((j) => j.name === 'sibling')!.exclude).toBeUndefined();
+
+    const period = (await history('holiday')).find((r) => r.trigger === 'schedule' && r.status === 'skipped' && r.attempt === 1)!.scheduledAt;
+    const post = async (body: unknown) => {
+      const r = await fetch(`${url}/api/jobs/holiday/periods/${encodeURIComponent(period)}/run`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+      return { status: r.status, doc: await r.json() as { error?: string } };
+    };
+    const refused = await post({});
+    expect(refused.status).toBe(409);
+    expect(refused.doc.error).toContain(`excluded by 'calendar:around-today'; use --force to run it anyway`);
+    const before = ws.lines('holiday.txt').length;
+    const forced = await post({ force: true });
+    expect(forced.status, JSON.stringify(forced.doc)).toBe(202);
+    await waitFor('the forced period ran', () => ws.lines('holiday.txt').length === before + 1, 30_000);
+
+    // The calendar no longer names today: the watch reloads, the job is changed (its exclude), and its periods run.
+    writeFileSync(ws.path('config', 'calendars', 'around-today.json'), '["2020-01-02"]');
+    const changed = await waitFor('the reload', () => daemon!.logs().find((l) => typeof l.msg === 'string' && l.msg.startsWith('job changed: holiday')), 30_000);
+    expect(String(changed.msg)).toContain('exclude');
+    await waitFor('a scheduled run of holiday', () => ws.lines('holiday.txt').some((l) => l.endsWith(' 1 schedule')), 30_000);
+    await daemon.stop('SIGTERM', 20_000);
+    daemon = undefined;
   });
 
   it('validate: a missing or broken calendar is one line naming the job file and the field, exit 2', async () => {
