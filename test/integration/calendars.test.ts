@@ -32,6 +32,7 @@ import { appendFileSync } from 'node:fs';
 export default {
   ${fields}
   run(ctx) {
+    if (ctx.dryRun) return 'dry';
     appendFileSync(process.env.${variable}, \`\${ctx.periodKey} \${ctx.attempt} \${ctx.trigger}\\n\`);
   },
 };
@@ -109,6 +110,29 @@ describe('calendars: excluded periods are recorded skipped (calendar), never run
     expect(holiday.nextSkipped[0]).toMatchObject({ reason: 'calendar', excludedBy: 'calendar:around-today' });
     expect(jobs.find((j) => j.name === 'sibling')!.nextSkipped).toEqual([]);
     expect((await cli('list')).stdout).toContain('skipped (calendar)');
+
+    // Across the October DST change in London: 00:30 BST on the 25th is 23:30 UTC on the 24th, and excluded.
+    ws.writeJob('london.mjs', body('LONDON_EFFECTS', "schedule: '30 0,23 * * *', timezone: 'Europe/London', exclude: ['2026-10-25'],"));
+    const london = await cli('next', 'london', '--from', '2026-10-24T12:00:00Z', '-n', '4', '--json');
+    expect(london.code, london.stderr).toBe(0);
+    expect((JSON.parse(london.stdout).periods as Array<{ utc: string; local: string; skipped?: string }>).map((p) => [p.utc, p.local, p.skipped ?? null])).toEqual([
+      ['2026-10-24T22:30:00.000Z', '2026-10-24T23:30:00+01:00', null],
+      ['2026-10-24T23:30:00.000Z', '2026-10-25T00:30:00+01:00', 'calendar'],
+      ['2026-10-25T23:30:00.000Z', '2026-10-25T23:30:00+00:00', 'calendar'],
+      ['2026-10-26T00:30:00.000Z', '2026-10-26T00:30:00+00:00', null],
+    ]);
+  });
+
+  it('run-once <job> --dry-run on an excluded date: refused as the real run is (exit 3), nothing run; --force runs the body dry', async () => {
+    const dry = await cli('run-once', 'holiday', '--dry-run', '--json');
+    expect(dry.code, dry.stdout + dry.stderr).toBe(3);
+    expect(JSON.parse(dry.stdout).notRun[0].reason).toContain("excluded by 'calendar:around-today'");
+    const forced = await cli('run-once', 'holiday', '--dry-run', '--force', '--json');
+    expect(forced.code, forced.stdout + forced.stderr).toBe(0);
+    expect(JSON.parse(forced.stdout).runs).toMatchObject([{ job: 'holiday', status: 'succeeded' }]);
+    expect(ws.lines('holiday.txt')).toEqual([]);
+    // A dry run writes no row.
+    expect((await history('holiday')).some((r) => r.trigger === 'manual')).toBe(false);
   });
 
   it('run-once --period of an excluded period: refused (exit 3) naming the calendar; with --force it runs', async () => {
