@@ -35,6 +35,12 @@
  * trip back on the fire path; the bound asked for (one tick, 1 s) holds without it. A body that
  * waits longer than a tick after its claim (a jittered start) is another matter: the executor reads
  * the pause again 100 ms before that start, and a paused job's row is then recorded skipped (paused).
+
+ *
+ * A period on a date the job's `exclude` names (src/calendars/) is judged before the INSERT, with no
+ * read (the job's predicate, resolved when it was loaded); the inserted row is then recorded skipped
+ * (reason calendar) at once, before and instead of the pause and overlap checks, so that the skip is
+ * recorded once cluster-wide under the unique row. `ignoreCalendar` (a run by hand with --force) runs it.
  */
 import { LockUnavailableError, errorMessage } from '../errors.js';
 import type { Job, Trigger } from '../jobs/types.js';

@@ -38,7 +38,7 @@ export function runOnceCommand(program: Command): void {
     .description('one scheduling pass and exit; or run the named jobs now, by hand')
     .argument('[jobs...]', 'run these jobs now (manual runs) instead of a scheduling pass')
     .option('--period <iso>', 'with one job: run that cron period by hand')
-    .option('--force', 'with named jobs: run a paused job; with --period: also run a period that already succeeded')
+    .option('--force', 'with named jobs: run a paused job, or on a date its exclude names; with --period: also run a period that already succeeded or is excluded')
     .option('--shard <index>', 'with one sharded job: run only this shard (0 to shards-1), now or of --period')
     .option('--dry-run', 'run bodies with ctx.dryRun = true; no run row, no lock')
     .addHelpText('after', `
