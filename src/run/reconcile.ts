@@ -107,11 +107,13 @@ export function planReconcile(job: Job, w: ReconcileWindow, periods: PeriodsToCh
   for (const p of periods.old) if (!has(p)) (excluded(p) ? calendar : missed).push(p);
   const missing: Date[] = [];
   for (const p of periods.recent) if (!has(p)) (excluded(p) ? calendar : missing).push(p);
-  // The periods that could run: an excluded one is never the latest that coalescing keeps.
-  const eligible = calendar.length > 0 ? periods.recent.filter((p) => has(p) || !excluded(p)) : periods.recent;
+  // The periods that could run: an excluded one is never the latest that coalescing keeps, with a
+  // row or not (its row is a calendar skip the tick recorded, or a run forced by hand: neither
+  // stands for the missed periods before it).
   let run: Date[] = missing;
   let coalesced: Date[] = [];
   if (job.coalesce && missing.length > 0) {
+    const eligible = job.exclude !== undefined ? periods.recent.filter((p) => !excluded(p)) : periods.recent;
     const latest = eligible[eligible.length - 1]!;
     // Run only the latest missed period; when a later period has a row already (or is beyond this
     // sweep's share), none.

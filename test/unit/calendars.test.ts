@@ -259,6 +259,13 @@ describe('the catch-up plan after a full outage', () => {
     expect(plan.through).toBe(Date.parse('2026-12-25T03:00:00Z'));
   });
 
+  it('a later excluded period with a row (the tick recorded it skipped at start) does not stand for the missed ones', () => {
+    const j = job(['2026-12-25']);
+    const plan = planReconcile(j, w, periodsToCheck(j, w), new Set([Date.parse('2026-12-25T08:00:00Z')]));
+    expect(plan.run.map((d) => d.toISOString())).toEqual(['2026-12-25T04:00:00.000Z']);
+    expect(plan.calendar).toHaveLength(3);
+  });
+
   it('with coalesce false, runs every period not excluded; a period with a row already is left alone', () => {
     const j = job(['2026-12-24'], false);
     const rows = new Set([Date.parse('2026-12-25T06:00:00Z')]);
