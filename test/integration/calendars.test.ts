@@ -213,6 +213,9 @@ describe('calendars: excluded periods are recorded skipped (calendar), never run
     expect(holiday.exclude).toEqual(['2020-01-01', 'calendar:around-today']);
     expect(holiday.nextSkipped![0]!.excludedBy).toBe('calendar:around-today');
     expect(api.jobs.find((j) => j.name === 'sibling')!.exclude).toBeUndefined();
+    const page = await (await fetch(`${url}/jobs/holiday`)).text();
+    expect(page).toContain('<code>2020-01-01, calendar:around-today</code>');
+    expect(page).toContain('next skipped');
 
     const period = (await history('holiday')).find((r) => r.trigger === 'schedule' && r.status === 'skipped' && r.attempt === 1)!.scheduledAt;
     const post = async (body: unknown) => {
