@@ -1,6 +1,6 @@
 /**
  * Calendars (`exclude`) end to end, with the real bin/scheduler on SQLite:
- * - a daemon runs an every-second job whose zone's "today" (and the days either side) is excluded by
+ * - two daemons run an every-second job whose zone's "today" (and the days either side) is excluded by
  *   a named calendar, beside a sibling job with no exclude: the excluded job's periods are recorded
  *   skipped (reason calendar) and its body never runs, while the sibling runs;
  * - `next --json` and `list --json` flag those periods skipped; `run-once <job> --period` of one is
@@ -69,15 +69,23 @@ describe('calendars: excluded periods are recorded skipped (calendar), never run
     ws?.cleanup();
   }, 60_000);
 
-  it('a daemon: the excluded job is recorded skipped (calendar) period by period and never runs; its sibling runs', async () => {
+  it('two daemons: the excluded job is recorded skipped (calendar) once per period, cluster-wide, and never runs; its sibling runs', async () => {
     daemon = new Daemon([], { cwd: ws.dir, env: { ...env, SCHEDULER_NODE_ID: 'node-a' } });
-    await waitForLog(daemon, 'the daemon to schedule', 'scheduler started');
+    const second = new Daemon([], { cwd: ws.dir, env: { ...env, SCHEDULER_NODE_ID: 'node-a2' } });
+    try {
+      await Promise.all([waitForLog(daemon, 'the daemon to schedule', 'scheduler started'), waitForLog(second, 'the second daemon to schedule', 'scheduler started')]);
+      await waitFor('3 more sibling runs', () => ws.lines('sibling.txt').length >= 6, 60_000);
+    } finally {
+      await second.stop('SIGTERM', 20_000);
+    }
     await waitFor('3 sibling runs', () => ws.lines('sibling.txt').length >= 3, 60_000);
     const skipped = await waitFor('3 holiday periods recorded', async () => {
       const rows = await history('holiday');
       return rows.length >= 3 ? rows : false;
     }, 60_000, 300);
     for (const r of skipped) expect(r, JSON.stringify(r)).toMatchObject({ status: 'skipped', reason: 'calendar', attempt: 1 });
+    // One row per period, whichever node won it.
+    expect(new Set(skipped.map((r) => r.periodKey)).size).toBe(skipped.length);
     expect(ws.lines('holiday.txt')).toEqual([]);
     // The daemon's log says which entry excludes them.
     expect(daemon.logs().some((l) => l.msg === 'period skipped: its date is excluded' && l.excludedBy === 'calendar:around-today')).toBe(true);
