@@ -13,7 +13,7 @@ const shared = { testTimeout: 120_000, hookTimeout: 120_000 };
 const PAIRED_INTEGRATION = [
   'run-once', 'http', 'nodes', 'example-jobs', 'job-loading', 'command-jobs', 'daemon-lifecycle',
   'prune', 'once', 'reload', 'terminal-output', 'idempotency-example-dry-run',
-  'cluster-sqlite', 'cluster-mariadb', 'cluster-postgres', 'readme-commands', 'audit', 'run-logs', 'cancel', 'http-actions', 'watch', 'backfill',
+  'cluster-sqlite', 'cluster-mariadb', 'cluster-postgres', 'readme-commands', 'audit', 'run-logs', 'cancel', 'http-actions', 'watch', 'backfill', 'calendars',
 ].map((name) => `test/integration/${name}.test.ts`);
 
 /**

@@ -35,6 +35,12 @@
  * trip back on the fire path; the bound asked for (one tick, 1 s) holds without it. A body that
  * waits longer than a tick after its claim (a jittered start) is another matter: the executor reads
  * the pause again 100 ms before that start, and a paused job's row is then recorded skipped (paused).
+
+ *
+ * A period on a date the job's `exclude` names (src/calendars/) is judged before the INSERT, with no
+ * read (the job's predicate, resolved when it was loaded); the inserted row is then recorded skipped
+ * (reason calendar) at once, before and instead of the pause and overlap checks, so that the skip is
+ * recorded once cluster-wide under the unique row. `ignoreCalendar` (a run by hand with --force) runs it.
  */
 import { LockUnavailableError, errorMessage } from '../errors.js';
 import type { Job, Trigger } from '../jobs/types.js';
@@ -54,7 +60,9 @@ export type ClaimResult =
   | { outcome: 'won'; run: RunRecord; lease: Lease | null; release: () => void; sentAt: number; overlapWith?: RunRecord }
   | { outcome: 'lost-lock' | 'lost-row' | 'skipped-overlap' | 'blocked-overlap' | 'in-hand'; running?: RunRecord }
   /** 'skipped-paused': the job is paused; the inserted row was recorded skipped (paused). 'paused': an owed attempt left pending. */
-  | { outcome: 'skipped-paused' | 'paused'; pausedReason: string | null; running?: undefined };
+  | { outcome: 'skipped-paused' | 'paused'; pausedReason: string | null; running?: undefined }
+  /** The period is on a date the job's `exclude` names: the inserted row was recorded skipped (calendar). `excludedBy`: the entry. */
+  | { outcome: 'skipped-calendar'; excludedBy: string; running?: undefined };
 
 /** How overlap 'skip' is checked (see above). */
 export type OverlapCheck = 'none' | 'tick' | 'wait';
@@ -67,6 +75,8 @@ export interface ClaimRequest {
   checkOverlap: OverlapCheck;
   /** Run even when the job is paused (`run-once <job> --force`). */
   ignorePause?: boolean;
+  /** Run even when the period is on a date the job's `exclude` names (`run-once <job> [--period ISO] --force`). */
+  ignoreCalendar?: boolean;
   /** The shard of the period (default 0). */
   shard?: number;
   /**
@@ -226,6 +236,8 @@ export class Claimer {
     const { job, scheduledAt, trigger, attempt, checkOverlap: check, ignorePause } = req;
     const shard = req.shard ?? 0;
     const key = periodKey(job.name, scheduledAt);
+    // A pure check, no round trip: the skip is recorded on the row once it is ours, so once cluster-wide.
+    const excludedBy = req.ignoreCalendar || !job.exclude ? null : job.exclude.excludedBy(scheduledAt, job.timezone);
     return this.guarded(shardKey(key, shard), attempt, job.lockTtlMs, async () => {
       const ttl = job.lockTtlMs;
       if (check === 'wait') {
@@ -243,10 +255,15 @@ export class Claimer {
       try {
         const [inserted, live, paused] = await Promise.all([
           insert,
-          check !== 'none' ? this.liveRuns({ job: job.name, leaseMs: ttl }) : Promise.resolve([]),
-          this.pauseOf(job.name, ignorePause),
+          check !== 'none' && excludedBy === null ? this.liveRuns({ job: job.name, leaseMs: ttl }) : Promise.resolve([]),
+          this.pauseOf(job.name, ignorePause || excludedBy !== null),
         ]);
         if (inserted.outcome === 'duplicate') return { outcome: 'lost-row' };
+        // On an excluded date the period would not run paused or not: the calendar is the reason recorded.
+        if (excludedBy !== null) {
+          await this.store.endAttempt(inserted.run, this.nodeId, { status: 'skipped', reason: 'calendar' }, null);
+          return { outcome: 'skipped-calendar', excludedBy };
+        }
         // The row is ours: the pause is recorded on it, so that the period is skipped once, cluster-wide.
         if (paused) {
           await this.store.endAttempt(inserted.run, this.nodeId, { status: 'skipped', reason: 'paused' }, null);
@@ -372,7 +389,7 @@ export class Claimer {
       // key again, so it is left to expire rather than released (no further command for a lost
       // period). Not so for an owed attempt whose compare-and-set found it not yet due by the store's
       // clock: it is claimed again with this key.
-      settled = inserting && (result.outcome === 'lost-row' || result.outcome === 'skipped-overlap' || result.outcome === 'skipped-paused');
+      settled = inserting && (result.outcome === 'lost-row' || result.outcome === 'skipped-overlap' || result.outcome === 'skipped-paused' || result.outcome === 'skipped-calendar');
       if (result.outcome !== 'won') return result;
       won = true;
       return { ...result, lease, release: () => this.inHand.delete(key) };

@@ -131,7 +131,7 @@ export async function setup(options: CommonOptions, destination: 'stdout' | 'std
 
 export async function jobsOf(config: Config): Promise<LoadedJobs> {
   const { loadJobs } = await import('../jobs/load.js');
-  return loadJobs(config.jobsDir, config.timezone, { timeoutMs: config.loadTimeoutMs, defaults: { isolation: config.isolation } });
+  return loadJobs(config.jobsDir, config.timezone, { timeoutMs: config.loadTimeoutMs, defaults: { isolation: config.isolation }, ...(config.calendarsDir ? { calendarsDir: config.calendarsDir } : {}) });
 }
 
 /** Prints a document: JSON when asked, text otherwise. */

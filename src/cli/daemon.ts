@@ -71,7 +71,7 @@ export async function runDaemon(options: CommonOptions): Promise<void> {
   }
   const { jobs, invalid } = loaded;
   // The version of the job set this node runs: its heartbeat, the page and /metrics show it; a reload makes it again.
-  let jobSet = jobSetVersion(config.jobsDir);
+  let jobSet = jobSetVersion(config.jobsDir, config.calendarsDir);
   for (const f of invalid) for (const p of f.problems) log.error({ file: f.file }, p);
   // Bound before the store is opened: a configured address in use is exit 2 before any claim.
   const http = new DaemonHttp(config, log, VERSION);
@@ -147,7 +147,7 @@ export async function runDaemon(options: CommonOptions): Promise<void> {
     replaceJobs: (next) => scheduler.replaceJobs(next),
     // Pruning follows the retention and the jobs' largest catchUp: a new pruner with the new ones.
     async applied({ config: now, previous, jobs: current, invalid: bad, jobsChanged }) {
-      const version = jobSetVersion(now.jobsDir);
+      const version = jobSetVersion(now.jobsDir, now.calendarsDir);
       if (version !== jobSet) log.info({ jobSet: version, previous: jobSet }, `job set version ${version} (was ${jobSet})`);
       jobSet = version;
       // The watch follows the settings: a new jobs folder, or `watch` turned on or off.
@@ -221,5 +221,5 @@ export async function runDaemon(options: CommonOptions): Promise<void> {
 }
 
 function watchedPaths(config: Config): WatchedPaths {
-  return { jobsDir: config.jobsDir, configFile: config.configFile ?? null };
+  return { jobsDir: config.jobsDir, configFile: config.configFile ?? null, calendarsDir: config.calendarsDir ?? null };
 }

@@ -27,6 +27,11 @@ export function listCommand(program: Command): void {
         await stores.close();
       }
       const now = new Date();
+      // The next periods on dates the job's `exclude` names: listed in `next` (the schedule's), and here with the entry.
+      const skippedOf = (j: (typeof jobs)[number], next: Date[]) => next.flatMap((d) => {
+        const excludedBy = j.exclude?.excludedBy(d, j.timezone) ?? null;
+        return excludedBy === null ? [] : [{ at: d.toISOString(), reason: 'calendar' as const, excludedBy }];
+      });
       const views = jobs.map((j) => ({
         name: j.name,
         file: j.file,
@@ -37,6 +42,9 @@ export function listCommand(program: Command): void {
         isolation: j.command ? 'process' : j.isolation ?? 'inline',
         ...(j.command ? { command: j.command.source, cwd: j.command.cwd, killAfterMs: j.command.killAfterMs } : {}),
         next: j.enabled ? nextPeriods(j.schedule, now, count).map((d) => d.toISOString()) : [],
+        // `exclude`: the entries as written; `nextSkipped`: those of `next` it excludes (recorded skipped, reason calendar).
+        exclude: j.exclude ? [...j.exclude.entries] : [],
+        nextSkipped: j.enabled ? skippedOf(j, nextPeriods(j.schedule, now, count)) : [],
         timeoutMs: j.timeoutMs,
         lockTtlMs: j.lockTtlMs,
         overlap: j.overlap,
@@ -59,12 +67,13 @@ export function listCommand(program: Command): void {
           const zone = zoneOf(v);
           const next = v.next.map((n) => new Date(n));
           const last = v.lastRun ? `last ${whenText(new Date(v.lastRun.scheduledAt), zone, now)} ${v.lastRun.status}` : 'last -';
-          const opts = `overlap=${v.overlap} catchUp=${formatDuration(v.catchUpMs)}${v.retries ? ` retries=${v.retries}` : ''}${v.timeoutMs ? ` timeout=${formatDuration(v.timeoutMs)}` : ''}${v.shards > 1 ? ` shards=${v.shards}` : ''}${v.jitterMs ? ` jitter=${formatDuration(v.jitterMs)}` : ''}`;
+          const skipped = new Set(v.nextSkipped.map((s) => s.at));
+          const opts = `${v.exclude.length > 0 ? `exclude=${v.exclude.join(',')} ` : ''}overlap=${v.overlap} catchUp=${formatDuration(v.catchUpMs)}${v.retries ? ` retries=${v.retries}` : ''}${v.timeoutMs ? ` timeout=${formatDuration(v.timeoutMs)}` : ''}${v.shards > 1 ? ` shards=${v.shards}` : ''}${v.jitterMs ? ` jitter=${formatDuration(v.jitterMs)}` : ''}`;
           const cmd = 'command' in v && v.command !== undefined ? [`command ${typeof v.command === 'string' ? v.command : JSON.stringify(v.command)}`] : [];
           const below = wrapParts([last, opts, ...cmd], '  ');
-          if (allInTable && next.length > 0) below.push(...wrapParts(datedText(next, zone, now), '  next ', TEXT_WIDTH, ', '));
+          if (allInTable && next.length > 0) below.push(...wrapParts(datedText(next, zone, now).map((t, i) => (skipped.has(v.next[i]!) ? `${t} (skipped: calendar)` : t)), '  next ', TEXT_WIDTH, ', '));
           rows.push({
-            cells: [truncate(v.name, NAME_WIDTH), v.schedule, v.timezone, !v.enabled ? 'disabled' : v.paused ? pausedText(v.paused.reason, 30) : next[0] ? whenText(next[0], zone, now) : '-'],
+            cells: [truncate(v.name, NAME_WIDTH), v.schedule, v.timezone, !v.enabled ? 'disabled' : v.paused ? pausedText(v.paused.reason, 30) : next[0] ? `${whenText(next[0], zone, now)}${skipped.has(v.next[0]!) ? ' skipped (calendar)' : ''}` : '-'],
             below,
           });
         }

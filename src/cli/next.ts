@@ -26,16 +26,23 @@ export function nextCommand(program: Command): void {
       if (!job) throw unknownJob(name, jobs.map((j) => j.name), invalid);
       // A jittered job: when each period's body starts (its instant + the delay derived from its key).
       const jitterMs = job.jitterMs ?? 0;
-      const periods = describePeriods(job.schedule, from, count).map((p) => (jitterMs > 0
-        ? { ...p, start: new Date(Date.parse(p.utc) + jitterDelayMs(periodKey(job.name, new Date(p.utc)), jitterMs)).toISOString() } : p));
+      // A period on a date the job's `exclude` names: shown, flagged skipped (calendar) with the entry that excludes it.
+      const exclusion = job.exclude;
+      const periods = describePeriods(job.schedule, from, count).map((p) => {
+        const excludedBy = exclusion ? exclusion.excludedBy(new Date(p.utc), job.timezone) : null;
+        const withStart = jitterMs > 0 && excludedBy === null
+          ? { ...p, start: new Date(Date.parse(p.utc) + jitterDelayMs(periodKey(job.name, new Date(p.utc)), jitterMs)).toISOString() } : p;
+        return excludedBy !== null ? { ...withStart, skipped: 'calendar' as const, excludedBy } : withStart;
+      });
+      const anySkipped = periods.some((p) => 'skipped' in p);
       const expanded = expandNickname(job.schedule.expression);
       // Fewer than asked: the schedule has no later period (croner computes none from the year 3000
       // on), which a silent short list would hide.
       const exhausted = periods.length < count;
-      print(options.json, { job: job.name, timezone: job.timezone, schedule: job.schedule.expression, from: from.toISOString(), ...(jitterMs > 0 ? { jitterMs } : {}), exhausted, periods }, () =>
+      print(options.json, { job: job.name, timezone: job.timezone, schedule: job.schedule.expression, from: from.toISOString(), ...(jitterMs > 0 ? { jitterMs } : {}), ...(exclusion ? { exclude: exclusion.entries } : {}), exhausted, periods }, () =>
         `${job.name}  ${job.schedule.expression}${expanded ? ` (${expanded})` : ''}  (${job.timezone})  after ${from.toISOString()}\n` +
-        (periods.length === 0 ? 'no further period' : table([['LOCAL', 'UTC', ...(jitterMs > 0 ? ['START (UTC, jitter)'] : []), 'DST'],
-          ...periods.map((p) => [p.local, p.utc, ...('start' in p ? [p.start] : []), p.dst ?? ''])])));
+        (periods.length === 0 ? 'no further period' : table([['LOCAL', 'UTC', ...(jitterMs > 0 ? ['START (UTC, jitter)'] : []), 'DST', ...(anySkipped ? ['SKIPPED'] : [])],
+          ...periods.map((p) => [p.local, p.utc, ...(jitterMs > 0 ? ['start' in p ? p.start : '-'] : []), p.dst ?? '', ...(anySkipped ? ['excludedBy' in p ? `calendar (${p.excludedBy})` : ''] : [])])])));
       // After the list, where a person reading its end looks; on stderr, so that stdout stays the list.
       if (exhausted) {
         const after = periods.length > 0 ? periods[periods.length - 1]!.utc : from.toISOString();

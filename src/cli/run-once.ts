@@ -38,7 +38,7 @@ export function runOnceCommand(program: Command): void {
     .description('one scheduling pass and exit; or run the named jobs now, by hand')
     .argument('[jobs...]', 'run these jobs now (manual runs) instead of a scheduling pass')
     .option('--period <iso>', 'with one job: run that cron period by hand')
-    .option('--force', 'with named jobs: run a paused job; with --period: also run a period that already succeeded')
+    .option('--force', 'with named jobs: run a paused job, or on a date its exclude names; with --period: also run a period that already succeeded or is excluded')
     .option('--shard <index>', 'with one sharded job: run only this shard (0 to shards-1), now or of --period')
     .option('--dry-run', 'run bodies with ctx.dryRun = true; no run row, no lock')
     .addHelpText('after', `
@@ -58,7 +58,7 @@ Examples:
       if (options.force && names.length === 0) throw new SchedulerError('E_USAGE', '--force only applies to named jobs: run-once <job> --force (a paused job), run-once <job> --period <ISO> --force');
       const { config, log } = await setup(options);
       // The run machinery only once the flags are known good (see common.ts).
-      const [{ Executor }, { dryRunPass, parsePeriod, runPass }, { attachAlerts }] = await Promise.all([
+      const [{ Executor }, { calendarRefusal, dryRunPass, parsePeriod, runPass }, { attachAlerts }] = await Promise.all([
         import('../run/execute.js'), import('../run/pass.js'), import('../alerts/index.js'),
       ]);
       const { jobs, invalid } = await jobsOf(config);
@@ -86,6 +86,13 @@ Examples:
           const executor = new Executor(stores.store, config.nodeId, log, { maxResultBytes: config.maxResultBytes, onceStore: stores.onceStore });
           if (names.length > 0) {
             for (const job of selected) {
+              // As the real run: a date the job's exclude names is refused unless --force (nothing is recorded in a dry run).
+              const at = period ?? new Date();
+              const excludedBy = options.force ? null : job.exclude?.excludedBy(at, job.timezone) ?? null;
+              if (excludedBy !== null) {
+                report.notRun.push({ job: job.name, outcome: 'refused', reason: calendarRefusal(job, at, excludedBy, false).message });
+                continue;
+              }
               const indices = shard !== undefined ? [shard] : Array.from({ length: job.shards ?? 1 }, (_, i) => i);
               for (const i of indices) report.runs.push(await executor.dryRun(job, period ?? new Date(), 'manual', 1, i));
             }

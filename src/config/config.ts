@@ -5,7 +5,7 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
-import { resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { z } from 'zod';
 import { ConfigError } from '../errors.js';
 import { formatDuration, parseDuration, DURATION_EXPECTED } from '../time/duration.js';
@@ -67,6 +67,11 @@ export interface Config {
   alertToken: string | null;
   /** Where the config file came from, if any (for messages). */
   configFile?: string;
+  /**
+   * Where the named calendars of jobs' `exclude` are: `calendars/` beside the config file, or
+   * `./config/calendars` with no config file. Undefined (a Config made by hand): the latter.
+   */
+  calendarsDir?: string;
 }
 
 export { DEFAULTS, type SettingName };
@@ -215,6 +220,7 @@ export function loadConfig(options: LoadOptions = {}): Config {
     runLogMaxBytes: runLogMaxBytes as number,
     watch,
     configFile,
+    calendarsDir: configFile ? join(dirname(configFile), 'calendars') : resolve(cwd, 'config', 'calendars'),
   };
 }
 
@@ -352,5 +358,6 @@ export function describeConfig(config: Config): Record<string, unknown> {
     alertWebhook: config.alertWebhook === null ? null : redactWebhookUrl(config.alertWebhook),
     alertToken: config.alertToken === null ? null : '***',
     configFile: config.configFile ?? null,
+    calendarsDir: config.calendarsDir ?? null,
   };
 }

@@ -78,6 +78,8 @@ export function jobFingerprint(job: Job, code: string | null): Record<string, st
     retryDelay: formatDuration(job.retryDelayMs),
     enabled: String(job.enabled),
     isolation: job.isolation ?? 'inline',
+    // The entries and the content of the named calendars they read: a calendar file edited changes the job.
+    exclude: job.exclude ? `${job.exclude.entries.join(',')} (${job.exclude.fingerprint})` : 'none',
     code: code ?? '?',
   };
 }
@@ -134,7 +136,7 @@ export function diffJobs(before: Array<{ job: Job; fp: Record<string, string> }>
  * level) blocks the thread, so files started back to back would hold the tick's timer for all of them.
  */
 export function loadJobsForReload(config: Config): Promise<LoadedJobs> {
-  return loadJobs(config.jobsDir, config.timezone, { timeoutMs: config.loadTimeoutMs, defaults: { isolation: config.isolation }, importer: oneFilePerTurn(createJobImporter()) });
+  return loadJobs(config.jobsDir, config.timezone, { timeoutMs: config.loadTimeoutMs, defaults: { isolation: config.isolation }, importer: oneFilePerTurn(createJobImporter()), ...(config.calendarsDir ? { calendarsDir: config.calendarsDir } : {}) });
 }
 
 function oneFilePerTurn(importer: JobImporter): JobImporter {

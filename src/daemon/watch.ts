@@ -6,7 +6,7 @@
  * file is refused with its error while the previous definition runs on, no in-flight run is dropped,
  * and a reload that finds nothing changed changes nothing. Off with `watch: off`; SIGHUP stays.
  */
-import { watch, type FSWatcher } from 'node:fs';
+import { existsSync, watch, type FSWatcher } from 'node:fs';
 import { basename, dirname } from 'node:path';
 import { errorMessage } from '../errors.js';
 import type { Logger } from '../log.js';
@@ -20,6 +20,8 @@ export interface WatchedPaths {
   jobsDir: string;
   /** The config file in use, if any (its folder is watched, for this file's name and `..data`). */
   configFile: string | null;
+  /** The calendars folder (jobs' `exclude: ['calendar:<name>']`), watched when it exists. */
+  calendarsDir?: string | null;
 }
 
 export class FolderWatch {
@@ -37,7 +39,8 @@ export class FolderWatch {
 
   /** Watches these paths (again, when they changed on a reload); a folder that cannot be watched is one warning. */
   watch(paths: WatchedPaths): void {
-    const key = `${paths.jobsDir}\n${paths.configFile ?? ''}`;
+    const calendars = paths.calendarsDir && existsSync(paths.calendarsDir) ? paths.calendarsDir : null;
+    const key = `${paths.jobsDir}\n${paths.configFile ?? ''}\n${calendars ?? ''}`;
     if (key === this.armed) return;
     this.unwatch();
     this.armed = key;
@@ -48,7 +51,9 @@ export class FolderWatch {
       // The jobs folder inside the config folder is watched already: every name of the config folder would repeat it.
       this.add(dir, (name) => name === null || name === file || CONFIGMAP_ENTRIES.test(name), paths.configFile);
     }
-    this.log.info({ jobsDir: paths.jobsDir, configFile: paths.configFile }, 'watching the jobs folder and the config file: a change reloads them (as SIGHUP)');
+    // A calendar edited changes the jobs that name it (their `exclude`): a reload reads it again.
+    if (calendars) this.add(calendars, (name) => name === null || !name.startsWith('.') || CONFIGMAP_ENTRIES.test(name), calendars);
+    this.log.info({ jobsDir: paths.jobsDir, configFile: paths.configFile, calendarsDir: calendars }, 'watching the jobs folder and the config file: a change reloads them (as SIGHUP)');
   }
 
   private add(dir: string, relevant: (name: string | null) => boolean, shown: string): void {

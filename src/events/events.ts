@@ -40,7 +40,7 @@ export type SchedulerEvent =
       type: 'run-finished'; attempt: number; trigger: Trigger; runId: string; status: FinalStatus; reason: string | null;
       durationMs: number; error: string | null; recorded: boolean; final: boolean; nextAttempt: { attempt: number; runAt: Date | null } | null;
     })
-  /** Periods recorded skipped by this node without a body (overlap, coalesced, missed, paused). */
+  /** Periods recorded skipped by this node without a body (overlap, coalesced, missed, paused, calendar). */
   | { type: 'skipped'; job: string; reason: SkipReason; count: number; first: Date; last: Date }
   /** This node ended another attempt whose lease ran out: `owed` the next attempt, `failed` none left, `dropped` job defined nowhere. */
   | (PeriodRef & { type: 'takeover'; attempt: number; deadNode: string; result: 'owed' | 'failed' | 'dropped' | 'cancelled' })

@@ -50,6 +50,10 @@ export const JOB_FIELDS = {
   retries: { type: `integer 0-${MAX_RETRIES}`, default: JOB_DEFAULTS.retries, description: 'further attempts of the same period after it failed or timed out' },
   retryDelay: { type: 'duration', default: JOB_DEFAULTS.retryDelay, description: 'delay before attempt 2, doubled for each further attempt (at most 1h)' },
   enabled: { type: 'boolean', default: JOB_DEFAULTS.enabled, description: 'a disabled job is listed but not scheduled' },
+  exclude: {
+    type: 'string[]', defaultText: 'none',
+    description: "dates on which the job does not run: 'YYYY-MM-DD', inclusive ranges 'YYYY-MM-DD/YYYY-MM-DD' (up to 10 years), and named calendars 'calendar:<name>' (config/calendars/<name>.json or .ics); a period whose instant falls on one of them in the job's zone is recorded skipped (reason calendar), never run unless forced by hand",
+  },
   isolation: {
     type: "'inline' or 'worker'", defaultText: 'the isolation setting (inline)',
     description: "where the body runs: inline in the scheduler's own thread; worker in a worker thread of its own, terminated when the body has not ended soon after its signal aborted",

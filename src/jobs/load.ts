@@ -8,7 +8,8 @@
  * while loading are each one invalid file with its reason.
  */
 import { lstatSync, readdirSync, readlinkSync, statSync, type Stats } from 'node:fs';
-import { extname, join, relative } from 'node:path';
+import { extname, join, relative, resolve } from 'node:path';
+import { CalendarSource } from '../calendars/calendar.js';
 import { ConfigError, errorMessage } from '../errors.js';
 import { formatDuration } from '../time/duration.js';
 import { createJobImporter, defaultExportOf } from './importer.js';
@@ -44,6 +45,8 @@ export interface LoadJobsOptions {
   importer?: (file: string) => Promise<unknown>;
   /** Job fields whose default comes from the configuration (`isolation`). */
   defaults?: JobFieldDefaults;
+  /** Where `exclude`'s named calendars are (default: ./config/calendars). */
+  calendarsDir?: string;
 }
 
 /**
@@ -100,6 +103,8 @@ export async function loadJobFiles(files: string[], defaultTimezone: string, cwd
   const invalid: InvalidJobFile[] = [];
   const byName = new Map<string, string>();
   const schedules: ScheduleCache = new Map();
+  // Each named calendar read once per load, however many jobs name it.
+  const calendars = new CalendarSource(options.calendarsDir ?? resolve(cwd, 'config', 'calendars'), cwd);
   files.forEach((file, i) => {
     const where = shown(file);
     const result = results[i]!;
@@ -120,7 +125,7 @@ export async function loadJobFiles(files: string[], defaultTimezone: string, cwd
       invalid.push({ file: where, problems: [withHook.problem] });
       return;
     }
-    const { job, problems } = validateJob(where, withHook.exported, defaultTimezone, options.defaults, file, schedules);
+    const { job, problems } = validateJob(where, withHook.exported, defaultTimezone, options.defaults, file, schedules, calendars);
     if (!job) {
       invalid.push({ file: where, problems });
       return;

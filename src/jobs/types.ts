@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import type { Schedule } from '../time/schedule.js';
 import type { OnceFunction } from '../once/types.js';
+import type { Exclusion } from '../calendars/exclude.js';
 
 export type Trigger = 'schedule' | 'catch-up' | 'manual' | 'backfill';
 export type AbortReason = 'timeout' | 'lease-lost' | 'shutdown' | 'cancelled';
@@ -101,6 +102,12 @@ export interface JobDefinition<R = unknown> {
   /** Default true. */
   enabled?: boolean;
   /**
+   * Dates on which the job does not run, in its zone: '2026-12-25', ranges '2026-12-24/2026-12-26'
+   * (inclusive), named calendars 'calendar:<name>' (config/calendars/<name>.json or .ics). Such
+   * periods are recorded skipped (reason 'calendar').
+   */
+  exclude?: string[];
+  /**
    * 'inline' runs the body in the scheduler's thread; 'worker' in a worker thread of its own, which
    * is terminated when the body ignores its signal (timeout, lease loss, shutdown). Default: the
    * `isolation` setting, else 'inline'.
@@ -168,6 +175,8 @@ export interface Job {
   retries: number;
   retryDelayMs: number;
   enabled: boolean;
+  /** Undefined: no date is excluded. The `exclude` field resolved (its named calendars read). */
+  exclude?: Exclusion;
   /** Undefined: 'inline'. */
   isolation?: Isolation;
   /** Undefined: 0 (no jitter). A period's body starts at its instant + jitterDelayMs(periodKey, jitterMs). */

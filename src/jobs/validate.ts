@@ -2,7 +2,7 @@
  * Validation of a job file's default export. Every problem becomes one line naming the file, the
  * field, the value and what was expected.
  */
-import { basename, extname } from 'node:path';
+import { basename, extname, resolve as resolvePath } from 'node:path';
 import { compileSchedule, isValidTimezone, type Schedule } from '../time/schedule.js';
 import { parseDuration, DURATION_EXPECTED, formatDuration } from '../time/duration.js';
 import { shortestGapMs } from '../time/jitter.js';
@@ -12,6 +12,8 @@ import { RUN_LOG_LEVELS, type CommandSpec, type Isolation, type Job, type RunLog
 import { parseSize } from '../config/size.js';
 import { MAX_RUN_LOG_BYTES, RUN_LOG_SIZE_EXPECTED } from '../config/size.js';
 import { JOB_DEFAULTS, JOB_FIELDS, MAX_RETRIES, MAX_SHARDS } from './fields.js';
+import { CalendarSource } from '../calendars/calendar.js';
+import { resolveExclude, type Exclusion } from '../calendars/exclude.js';
 
 export { JOB_DEFAULTS, MAX_SHARDS };
 
@@ -46,9 +48,10 @@ export type ScheduleCache = Map<string, Schedule>;
 
 /**
  * `path`: the file as loaded, when `file` (as shown) is relative to another folder than the working
- * directory. `schedules`: compiled schedules to reuse and add to (see ScheduleCache).
+ * directory. `schedules`: compiled schedules to reuse and add to (see ScheduleCache). `calendars`: where
+ * `exclude`'s named calendars are read (default: ./config/calendars), shared by the jobs of one load.
  */
-export function validateJob(file: string, exported: unknown, defaultTimezone: string, defaults: JobFieldDefaults = {}, path: string = file, schedules?: ScheduleCache): { job?: Job; problems: string[] } {
+export function validateJob(file: string, exported: unknown, defaultTimezone: string, defaults: JobFieldDefaults = {}, path: string = file, schedules?: ScheduleCache, calendars?: CalendarSource): { job?: Job; problems: string[] } {
   const where = file;
   const data = DATA_EXTENSIONS.has(extname(file).toLowerCase());
   const problems: string[] = [];
@@ -142,6 +145,14 @@ export function validateJob(file: string, exported: unknown, defaultTimezone: st
   const logMaxBytes = def.logMaxSize === undefined ? undefined : parseSize(def.logMaxSize);
   if (def.logMaxSize !== undefined && (logMaxBytes === undefined || logMaxBytes > MAX_RUN_LOG_BYTES)) bad('logMaxSize', def.logMaxSize, RUN_LOG_SIZE_EXPECTED);
 
+  // exclude: resolved now (its calendars read), so that a period's check costs no I/O.
+  let exclusion: Exclusion | undefined;
+  if (def.exclude !== undefined) {
+    const resolved = resolveExclude(def.exclude, calendars ?? new CalendarSource(resolvePath('config', 'calendars')));
+    for (const p of resolved.problems) problems.push(`${where}: field 'exclude' ${p.startsWith('entry ') ? p : `= ${p}`}`);
+    exclusion = resolved.exclusion;
+  }
+
   const shards = def.shards ?? 1;
   if (typeof shards !== 'number' || !Number.isInteger(shards) || shards < 1 || shards > MAX_SHARDS) {
     bad('shards', def.shards, `a whole number from 1 to ${MAX_SHARDS}`);
@@ -181,6 +192,7 @@ export function validateJob(file: string, exported: unknown, defaultTimezone: st
       retries: retries as number,
       retryDelayMs: retryDelayMs!,
       enabled: enabled as boolean,
+      ...(exclusion ? { exclude: exclusion } : {}),
       ...(jitterMs > 0 ? { jitterMs } : {}),
       ...(shards !== 1 ? { shards: shards as number } : {}),
       ...(logLevel !== undefined && logLevel !== 'info' ? { logLevel: logLevel as RunLogLevel } : {}),

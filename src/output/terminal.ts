@@ -13,9 +13,10 @@ import { formatLocal, localParts, relativeTime, truncate } from '../time/display
 export const TERMINAL_DEBUG_MESSAGES: ReadonlySet<string> = new Set([
   'run started', 'run succeeded', 'run failed', 'run timed_out', 'run abandoned', 'run interrupted', 'run skipped',
   'next attempt owed (pending)',
-  // A period skipped (the job paused, or overlap: skip) is a run line too (a `skipped` event).
+  // A period skipped (the job paused, overlap: skip, an excluded date) is a run line too (a `skipped` event).
   'period skipped: the job is paused', 'period skipped: another run of the job is in flight (overlap: skip)',
-  'periods of a paused job recorded skipped (paused)',
+  'period skipped: its date is excluded',
+  'periods of a paused job recorded skipped (paused)', "periods on dates the job's exclude names recorded skipped (calendar)",
   // The start-up summary replaces these (see summary.ts): it says the status page's address.
   'daemon starting', 'scheduler started', 'http server listening',
 ]);
@@ -151,8 +152,8 @@ export function runLine(e: RunFinished, zone: string, now: Date, colour: (text: 
 
 type Skipped = Extract<SchedulerEvent, { type: 'skipped' }>;
 
-/** Skips a person is told of by a line: a paused job's periods, a period whose run overlapped (`overlap: skip`). */
-const SKIP_LINE_REASONS: ReadonlySet<Skipped['reason']> = new Set(['paused', 'overlap']);
+/** Skips a person is told of by a line: a paused job's periods, a period whose run overlapped (`overlap: skip`), a period on an excluded date. */
+const SKIP_LINE_REASONS: ReadonlySet<Skipped['reason']> = new Set(['paused', 'overlap', 'calendar']);
 
 /** The period in `zone`: `2026-12-01 14:00 Asia/Shanghai`, with seconds when it has some. */
 function periodText(at: Date, zone: string): string {
@@ -166,7 +167,7 @@ function periodText(at: Date, zone: string): string {
  */
 export function skipLine(e: Skipped, zone: string, colour: (text: string, code: number) => string = (t) => t): string {
   const when = e.count === 1 ? periodText(e.first, zone) : `${e.count} periods ${periodText(e.first, zone).replace(` ${zone}`, '')} to ${periodText(e.last, zone)}`;
-  return `${colour('-', 33)} ${e.job}  ${when}  skipped  (${e.reason === 'overlap' ? 'overlap: a run is in flight' : e.reason})`;
+  return `${colour('-', 33)} ${e.job}  ${when}  skipped  (${e.reason === 'overlap' ? 'overlap: a run is in flight' : e.reason === 'calendar' ? 'calendar: an excluded date' : e.reason})`;
 }
 
 /** Prints one run line per `run-finished` event this node emits, and one per paused or overlapping skip. */

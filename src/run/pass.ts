@@ -11,6 +11,7 @@ import { isPeriod, latestPeriodAtOrBefore, nextPeriodAfter, periodKey } from '..
 import type { AttemptResult, Executor } from './execute.js';
 import type { PeriodResult } from './period.js';
 import { previewReconcile } from './reconcile.js';
+import { localDate } from '../calendars/dates.js';
 
 /**
  * One scheduling pass: stale attempts are taken over and due pending attempts run (as a daemon's
@@ -114,6 +115,14 @@ function pausedRefusal(job: string, reason: string | null): RefusedError {
   return new RefusedError(`job '${job}' is paused${reason ? ` (${reason})` : ''}; resume it with 'resume ${job}', or run it anyway with --force`);
 }
 
+/** The refusal of a manual run on a date the job's `exclude` names. */
+export function calendarRefusal(job: Job, at: Date, excludedBy: string, recorded: boolean): RefusedError {
+  const date = localDate(at, job.timezone);
+  const what = recorded ? `job '${job.name}' does not run on ${date} (${job.timezone}): excluded by '${excludedBy}'; the run was recorded skipped (calendar)`
+    : `period ${periodKey(job.name, at)} of job '${job.name}' is on ${date} (${job.timezone}), excluded by '${excludedBy}'`;
+  return new RefusedError(`${what}; use --force to run it anyway`);
+}
+
 /**
  * The shards of a sharded period a manual run takes, each at its attempt (manualAttempt per shard):
  * those whose last attempt did not succeed (all, with `force`). Refused while any shard is in flight
@@ -149,6 +158,8 @@ export interface ManualStart {
 /**
  * `run-once <job>` (now, as a manual run) or `run-once <job> --period <ISO>`. Refusals throw
  * RefusedError. A paused job is refused unless `force` (which also runs it, and the retries it owes).
+ * So is a period on a date the job's `exclude` names (a run now on such a date is recorded skipped,
+ * reason calendar, as a scheduled period would be), unless `force`.
  * A sharded job's manual run is every shard (or `shard` alone), each its own row, all run here.
  */
 export async function runManual(rt: Runtime, job: Job, period: Date | undefined, force: boolean, shard?: number, onStarted?: (start: ManualStart) => void): Promise<AttemptResult[]> {
@@ -163,6 +174,10 @@ export async function runManual(rt: Runtime, job: Job, period: Date | undefined,
   const scheduledAt = period ?? new Date(rt.clock.now());
   let attempt = 1;
   let shards: Array<{ index: number; attempt: number }> | undefined = shard !== undefined ? [{ index: shard, attempt: 1 }] : undefined;
+  if (period && !force) {
+    const excludedBy = job.exclude?.excludedBy(period, job.timezone) ?? null;
+    if (excludedBy !== null) throw calendarRefusal(job, period, excludedBy, false);
+  }
   if (period) {
     // An attempt of a dead node is declared abandoned first (its lease expired), so it does not block.
     await rt.takeover.takeOverStale(new Map([[job.name, job]]), { waitForGrace: true });
@@ -178,11 +193,15 @@ export async function runManual(rt: Runtime, job: Job, period: Date | undefined,
   const onClaimed = onStarted && ((outcome: PeriodResult['claim']) => {
     if (outcome === 'won' || outcome === 'in-hand') onStarted({ scheduledAt, attempt, ...(shards ? { shards } : {}) });
   });
-  const result = await rt.runner.runPeriod(job, scheduledAt, 'manual', { attempt, checkOverlap: 'none', followOwed: true, ignorePause: force, ...(shards ? { shards } : {}), ...(onClaimed ? { onClaimed } : {}) });
+  const result = await rt.runner.runPeriod(job, scheduledAt, 'manual', { attempt, checkOverlap: 'none', followOwed: true, ignorePause: force, ignoreCalendar: force, ...(shards ? { shards } : {}), ...(onClaimed ? { onClaimed } : {}) });
   if (result.claim === 'stopped' && result.attempts.length === 0) throw new SchedulerError('E_REFUSED', 'this node is stopping: it takes no new claims');
   if (result.claim === 'error') throw new SchedulerError('E_STORE_UNAVAILABLE', result.error ?? 'claim failed');
   // Paused between the check above and the claim: the claim recorded the row skipped (paused).
   if (result.claim === 'skipped-paused' && result.attempts.length === 0) throw pausedRefusal(job.name, null);
+  // Run now on an excluded date: the claim recorded the row skipped (calendar).
+  if (result.claim === 'skipped-calendar' && result.attempts.length === 0) {
+    throw calendarRefusal(job, scheduledAt, job.exclude?.excludedBy(scheduledAt, job.timezone) ?? 'exclude', true);
+  }
   if (result.attempts.length === 0) throw new RefusedError(`period ${periodKey(job.name, scheduledAt)} was claimed by another node at the same moment`);
   return result.attempts;
 }

@@ -17,7 +17,7 @@ import { noEvents, type ClaimOutcome, type SchedulerObserver } from '../events/e
 
 const CLAIM_OUTCOME: Record<ClaimResult['outcome'], ClaimOutcome | null> = {
   won: 'won', 'lost-lock': 'lost_lock', 'lost-row': 'lost_row', 'skipped-overlap': 'skipped', 'blocked-overlap': 'blocked', 'in-hand': null,
-  'skipped-paused': 'skipped', paused: null,
+  'skipped-paused': 'skipped', paused: null, 'skipped-calendar': 'skipped',
 };
 
 export interface PeriodResult {
@@ -45,6 +45,8 @@ export interface RunPeriodOptions {
   followOwed?: boolean;
   /** Run even when the job is paused, the owed attempts followed too (`run-once <job> --force`). */
   ignorePause?: boolean;
+  /** Run even on a date the job's `exclude` names (`run-once <job> [--period ISO] --force`). */
+  ignoreCalendar?: boolean;
   /** A sharded job: only these shards, each at its attempt (a manual run of a period). Default: every shard, at `attempt`. */
   shards?: Array<{ index: number; attempt: number }>;
   /**
@@ -71,7 +73,7 @@ const OVERLAP_RECHECK_MS = 200;
 const SHARD_CLAIMS_AT_ONCE = 8;
 
 /** Of the shards' claim outcomes, the one a sharded period's result reports (the first found in this order). */
-const CLAIM_RANK: Array<PeriodResult['claim']> = ['error', 'stopped', 'blocked-overlap', 'in-hand', 'won', 'skipped-paused', 'paused', 'skipped-overlap', 'lost-row', 'lost-lock'];
+const CLAIM_RANK: Array<PeriodResult['claim']> = ['error', 'stopped', 'blocked-overlap', 'in-hand', 'won', 'skipped-calendar', 'skipped-paused', 'paused', 'skipped-overlap', 'lost-row', 'lost-lock'];
 
 /** Where a node starts in a period's shards: derived from its id and the period, so that nodes start apart. */
 export function firstShard(nodeId: string, key: string, count: number): number {
@@ -137,7 +139,7 @@ export class PeriodRunner {
     const check: OverlapCheck = job.overlap === 'allow' ? 'none' : (options.checkOverlap ?? (trigger === 'schedule' ? 'tick' : 'wait'));
     // A tick's claim ahead of the body's start judges an earlier live run again at the start (see overlapAtStart).
     const deferOverlap = check === 'tick' && options.notBefore !== undefined;
-    return this.attempts(job, scheduledAt, attempt, trigger, options, () => this.claimer.claim({ job, scheduledAt, trigger, attempt, checkOverlap: check, ignorePause: options.ignorePause, shard, deferOverlap }), shard, onClaim);
+    return this.attempts(job, scheduledAt, attempt, trigger, options, () => this.claimer.claim({ job, scheduledAt, trigger, attempt, checkOverlap: check, ignorePause: options.ignorePause, ignoreCalendar: options.ignoreCalendar, shard, deferOverlap }), shard, onClaim);
   }
 
   /**
@@ -248,8 +250,11 @@ export class PeriodRunner {
       if (counted && !(claim.outcome === 'won' && claim.overlapWith)) this.events.emit({ type: 'claim', ...ref, outcome: counted });
       if (claim.outcome === 'skipped-overlap') this.events.emit({ type: 'skipped', job: job.name, reason: 'overlap', count: 1, first: scheduledAt, last: scheduledAt });
       if (claim.outcome === 'skipped-paused') this.events.emit({ type: 'skipped', job: job.name, reason: 'paused', count: 1, first: scheduledAt, last: scheduledAt });
+      if (claim.outcome === 'skipped-calendar') this.events.emit({ type: 'skipped', job: job.name, reason: 'calendar', count: 1, first: scheduledAt, last: scheduledAt });
       if (claim.outcome !== 'won') {
-        if (claim.outcome === 'skipped-paused') {
+        if (claim.outcome === 'skipped-calendar') {
+          this.log.info({ ...where, excludedBy: claim.excludedBy }, 'period skipped: its date is excluded');
+        } else if (claim.outcome === 'skipped-paused') {
           this.log.info({ ...where, reason: claim.pausedReason }, 'period skipped: the job is paused');
         } else if (claim.outcome === 'skipped-overlap') {
           this.log.info({ ...where, runningPeriod: claim.running?.periodKey }, 'period skipped: another run of the job is in flight (overlap: skip)');

@@ -8,6 +8,9 @@
  *   `coalesce`, only the latest is, and the others are recorded `skipped` (`coalesced`);
  * - a period with no row older than `catchUp` is recorded `skipped` (`missed`), once across the
  *   cluster (the unique key), and counted;
+ * - a period with no row on a date the job's `exclude` names is recorded `skipped` (`calendar`),
+ *   old or recent, and never counts as the latest one that coalescing runs: that is the latest
+ *   period NOT excluded;
  * - the anchor then moves up to the first period still without a row.
  *
  * A sharded job's period has rows when each of its shards has one: a period with some shards
@@ -53,6 +56,8 @@ export interface ReconcilePlan {
   coalesced: Date[];
   /** No row, within catchUp: claimed and run, oldest first. */
   run: Date[];
+  /** No row, on a date the job's `exclude` names (old or recent): recorded skipped ('calendar'). */
+  calendar: Date[];
   /** The anchor once the records above are written: every period at or before it has a row. */
   through: number;
 }
@@ -96,18 +101,26 @@ export function rangesOf(job: string, periods: { old: Date[]; recent: Date[] }, 
 /** Pure: what to record and run, given which periods have rows. */
 export function planReconcile(job: Job, w: ReconcileWindow, periods: PeriodsToCheck, withRows: Set<number>): ReconcilePlan {
   const has = (p: Date) => withRows.has(p.getTime());
-  const missed = periods.old.filter((p) => !has(p));
-  const missing = periods.recent.filter((p) => !has(p));
+  const excluded = (p: Date) => job.exclude !== undefined && job.exclude.excludedBy(p, job.timezone) !== null;
+  const calendar: Date[] = [];
+  const missed: Date[] = [];
+  for (const p of periods.old) if (!has(p)) (excluded(p) ? calendar : missed).push(p);
+  const missing: Date[] = [];
+  for (const p of periods.recent) if (!has(p)) (excluded(p) ? calendar : missing).push(p);
+  // The periods that could run: an excluded one is never the latest that coalescing keeps, with a
+  // row or not (its row is a calendar skip the tick recorded, or a run forced by hand: neither
+  // stands for the missed periods before it).
   let run: Date[] = missing;
   let coalesced: Date[] = [];
   if (job.coalesce && missing.length > 0) {
-    const latest = periods.recent[periods.recent.length - 1]!;
+    const eligible = job.exclude !== undefined ? periods.recent.filter((p) => !excluded(p)) : periods.recent;
+    const latest = eligible[eligible.length - 1]!;
     // Run only the latest missed period; when a later period has a row already (or is beyond this
     // sweep's share), none.
     run = has(latest) || periods.recentTruncated ? [] : [latest];
     coalesced = missing.filter((p) => !run.includes(p));
   }
-  const recorded = new Set([...missed, ...coalesced].map((p) => p.getTime()));
+  const recorded = new Set([...missed, ...coalesced, ...calendar].map((p) => p.getTime()));
   let through = w.fromExclusive;
   let complete = true;
   for (const p of [...periods.old, ...periods.recent]) {
@@ -119,7 +132,7 @@ export function planReconcile(job: Job, w: ReconcileWindow, periods: PeriodsToCh
   }
   if (periods.truncated) through = periods.old[periods.old.length - 1]!.getTime();
   else if (complete && !periods.recentTruncated) through = Math.max(through, w.upTo);
-  return { missed, coalesced, run, through };
+  return { missed, coalesced, run, calendar, through };
 }
 
 /**
@@ -324,7 +337,7 @@ export class Reconciler {
     // statement per job and reason one after another: an overloaded cluster has thousands of jobs
     // with periods to record at each sweep, and a sweep that takes longer than a second makes the
     // next ones wait, while periods go unrecorded.
-    const records = decided.flatMap(({ job, plan }) => (['paused', 'missed', 'coalesced'] as const).map((reason) => ({ job, reason, periods: plan[reason] })).filter((r) => r.periods.length > 0));
+    const records = decided.flatMap(({ job, plan }) => (['paused', 'missed', 'coalesced', 'calendar'] as const).map((reason) => ({ job, reason, periods: plan[reason] })).filter((r) => r.periods.length > 0));
     let counts: number[];
     try {
       counts = await this.record(records);
@@ -340,6 +353,7 @@ export class Reconciler {
       if (count === 0) continue;
       const span = { from: periods[0]!.toISOString(), to: periods[periods.length - 1]!.toISOString() };
       if (reason === 'paused') this.log.info({ job: job.name, paused: count, ...span }, 'periods of a paused job recorded skipped (paused)');
+      if (reason === 'calendar') this.log.info({ job: job.name, calendar: count, ...span }, "periods on dates the job's exclude names recorded skipped (calendar)");
       if (reason === 'missed') {
         out.missed += count;
         this.missedPeriods += count;

@@ -49,6 +49,10 @@ export interface JobView {
   /** `shards: N` (1: unsharded). */
   shards: number;
   file: string;
+  /** The job's `exclude` entries as written; absent when it has none. */
+  exclude?: string[];
+  /** Those of `next` on an excluded date (recorded skipped, reason calendar), with the entry; absent when the job has no `exclude`. */
+  nextSkipped?: Array<{ at: string; reason: 'calendar'; excludedBy: string }>;
 }
 
 export interface RunView {

@@ -105,6 +105,7 @@ export function createStatusReader(o: StatusReaderOptions): StatusReader {
       retries: job.retries,
       shards: job.shards ?? 1,
       file: job.file,
+      ...(job.exclude ? excludeView(job, job.enabled ? nextOf(job, at) : []) : {}),
     };
   };
 
@@ -186,4 +187,16 @@ export function createStatusReader(o: StatusReaderOptions): StatusReader {
     },
   };
   return reader;
+}
+
+/** A job's `exclude` as the views show it: its entries, and which of its next periods it excludes. */
+function excludeView(job: Job, next: Date[]): Pick<JobView, 'exclude' | 'nextSkipped'> {
+  const exclusion = job.exclude!;
+  return {
+    exclude: [...exclusion.entries],
+    nextSkipped: next.flatMap((d) => {
+      const excludedBy = exclusion.excludedBy(d, job.timezone);
+      return excludedBy === null ? [] : [{ at: d.toISOString(), reason: 'calendar' as const, excludedBy }];
+    }),
+  };
 }

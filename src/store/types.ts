@@ -14,7 +14,7 @@ export type FinalStatus = Exclude<RunStatus, 'pending' | 'running'>;
 export const FINAL_STATUSES: readonly FinalStatus[] = ['succeeded', 'failed', 'timed_out', 'abandoned', 'skipped', 'interrupted', 'cancelled'];
 export const RUN_STATUSES: readonly RunStatus[] = ['pending', 'running', ...FINAL_STATUSES];
 
-export type SkipReason = 'overlap' | 'coalesced' | 'missed' | 'paused';
+export type SkipReason = 'overlap' | 'coalesced' | 'missed' | 'paused' | 'calendar';
 
 /**
  * An attempt's unique key, matched beside its row id by the writes that keep or end the attempt:

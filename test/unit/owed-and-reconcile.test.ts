@@ -120,11 +120,11 @@ describe('periodsToCheck / planReconcile: what a sweep records and runs, and the
     const all = [...periods.old, ...periods.recent].map((d) => d.getTime());
     expect(all).toEqual(Array.from({ length: 6 }, (_, i) => T - 25 * MINUTE + i * 5 * MINUTE));
     expect(periods.truncated).toBe(false);
-    expect(planReconcile(j, win, periods, new Set(all))).toEqual({ missed: [], coalesced: [], run: [], through: T + 2 * MINUTE });
+    expect(planReconcile(j, win, periods, new Set(all))).toEqual({ missed: [], coalesced: [], run: [], calendar: [], through: T + 2 * MINUTE });
     // No period in the window at all: the anchor goes to upTo as well.
     const empty = w(T, T + 4 * MINUTE, T + 4 * MINUTE);
     expect(periodsToCheck(j, empty)).toEqual({ old: [], recent: [], truncated: false, recentTruncated: false });
-    expect(planReconcile(j, empty, periodsToCheck(j, empty), new Set())).toEqual({ missed: [], coalesced: [], run: [], through: T + 4 * MINUTE });
+    expect(planReconcile(j, empty, periodsToCheck(j, empty), new Set())).toEqual({ missed: [], coalesced: [], run: [], calendar: [], through: T + 4 * MINUTE });
   });
 
   it('the window: (anchor, upTo], split at now - catchUp (a period exactly catchUp old is still run)', () => {

@@ -37,6 +37,7 @@ describe('run line', () => {
     const skipped = { type: 'skipped' as const, job: 'nightly-report', reason: 'paused' as const, count: 1, first: new Date('2026-12-01T06:00:00Z'), last: new Date('2026-12-01T06:00:00Z') };
     expect(skipLine(skipped, 'Asia/Shanghai')).toBe('- nightly-report  2026-12-01 14:00 Asia/Shanghai  skipped  (paused)');
     expect(skipLine({ ...skipped, reason: 'overlap', first: new Date('2026-12-01T06:00:05Z'), last: new Date('2026-12-01T06:00:05Z') }, 'UTC')).toBe('- nightly-report  2026-12-01 06:00:05 UTC  skipped  (overlap: a run is in flight)');
+    expect(skipLine({ ...skipped, reason: 'calendar' }, 'Asia/Shanghai')).toBe('- nightly-report  2026-12-01 14:00 Asia/Shanghai  skipped  (calendar: an excluded date)');
     expect(skipLine({ ...skipped, count: 3, last: new Date('2026-12-01T06:02:00Z') }, 'UTC')).toBe('- nightly-report  3 periods 2026-12-01 06:00 to 2026-12-01 06:02 UTC  skipped  (paused)');
   });
 

@@ -246,6 +246,7 @@ ${fact('overlap', job.overlap)}
 ${fact('timeout', job.timeout === null ? 'none' : durationText(job.timeout))}
 ${fact('retries', job.retries)}
 ${job.shards > 1 ? fact('shards', job.shards) : ''}
+${job.exclude && job.exclude.length > 0 ? fact('exclude', html`<code>${job.exclude.join(', ')}</code>${job.nextSkipped && job.nextSkipped.length > 0 ? html` (next skipped: ${timeCell(job.nextSkipped[0]!.at, job.timezone, now)})` : ''}`) : ''}
 ${fact('file', html`<code>${job.file}</code>`)}
 </dl>
 <section aria-labelledby="periods-h"><h2 id="periods-h">Next ${periods.length} periods</h2>
