@@ -35,7 +35,6 @@
  * trip back on the fire path; the bound asked for (one tick, 1 s) holds without it. A body that
  * waits longer than a tick after its claim (a jittered start) is another matter: the executor reads
  * the pause again 100 ms before that start, and a paused job's row is then recorded skipped (paused).
-
  *
  * A period on a date the job's `exclude` names (src/calendars/) is judged before the INSERT, with no
  * read (the job's predicate, resolved when it was loaded); the inserted row is then recorded skipped
