@@ -19,8 +19,10 @@ import type { BackfillPeriod, BackfillPeriodState, BackfillRecord, BackfillStore
 
 /** A claim's lease: renewed every third of it while the period is held. */
 export const BACKFILL_LEASE_MS = 15_000;
-/** How often a node looks for work when it found none (it looks again at once after a period ends). */
+/** How often a node looks for work while a backfill runs (it looks again at once after a period ends). */
 const POLL_MS = 500;
+/** How often it looks when none runs: one cheap read, the idle node's cost; a new backfill starts within it. */
+const IDLE_POLL_MS = 2000;
 /** Periods claimed in one transaction: a few, so that the nodes share a backfill. */
 const CLAIM_AT_ONCE = 4;
 /** How long a period whose attempt runs elsewhere is waited for between reads. */
@@ -115,9 +117,11 @@ export class BackfillRunner {
     }
     this.looping = true;
     let took = 0;
+    let any = false;
     try {
       const running = await this.o.backfills.running();
-      if (running.length > 0) took = await this.take(running);
+      any = running.length > 0;
+      if (any) took = await this.take(running);
     } catch (err) {
       this.warn(err, 'periods not claimed (they are claimed again shortly)');
     } finally {
@@ -127,7 +131,7 @@ export class BackfillRunner {
       this.again = false;
       this.schedule(0);
     } else {
-      this.schedule(POLL_MS);
+      this.schedule(any ? POLL_MS : IDLE_POLL_MS);
     }
   }
 
