@@ -78,11 +78,16 @@ describe('scheduler cancel', () => {
     const actor = `${userInfo().username}@${hostname()}`;
 
     for (const [job, shards] of [['listener', 1], ['deaf', 1], ['stubborn', 1], ['sharded', 2]] as const) {
-      await waitFor(`${job}: every shard of a period running`, async () => {
+      // Running in the store and started in the body: a row is `running` from its claim on, but a
+      // worker-isolated body starts only once its thread has loaded the job file, which takes a
+      // while on a loaded machine. A cancel in between rightly stops an attempt whose body never began.
+      await waitFor(`${job}: every shard of a period running, its bodies started`, async () => {
         const running = (await history(job)).filter((r) => r.status === 'running');
         const byPeriod = new Map<string, number>();
         for (const r of running) byPeriod.set(r.scheduledAt, (byPeriod.get(r.scheduledAt) ?? 0) + 1);
-        return [...byPeriod.values()].some((n) => n === shards);
+        const started = effects().filter((e) => e.ev === 'start');
+        return [...byPeriod].some(([at, n]) => n === shards
+          && started.filter((e) => e.key === `${job}@${new Date(at).toISOString()}`).length === shards);
       }, 60_000, 250);
       const asked = Date.now();
       const r = await cli(['cancel', job, '--reason', `stop ${job}`, '--json']);
