@@ -6,7 +6,7 @@
  *   node bench/throughput.mjs [--jobs 200,500,1000,2000] [--seconds 40] [--warmup 10] [--grace 5]
  *                             [--nodes 4] [--redis 3] [--sides project,bullmq] [--bullmq-version 6.7.0]
  *                             [--bullmq-workers 4] [--bullmq-concurrency 1000] [--log-level info] [--node-args "--cpu-prof ..."]
- *                             [--no-build | --package DIR] [--keep] [--json-out FILE]
+ *                             [--no-build | --package DIR] [--keep] [--json-out FILE] [--profile DIR]
  *
  * One round per job count, both sides per round (the project first, then BullMQ, same N), each on
  * servers of its own that the bench starts on free ports and stops afterwards:
@@ -40,7 +40,7 @@
  * Exit status: 0 when the project met issue 10's goals in every round, 1 otherwise, 2 on error.
  */
 import { execFileSync, spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -51,6 +51,7 @@ import {
   enableUserstat, exited, fmt, pidsByName, randomTag, resolvePackage, sleep, sourceState, startRedisServers,
   startSchedulerNodes, statDelta, summarise, table, tail, userStatistics,
 } from './lib.mjs';
+import { formatTop, mergeTop, topFrames } from './profile-top.mjs';
 
 // The goals of issue 10 ("Must reach").
 const GOALS = { p99Ms: 100, redisPerPeriod: 8, storePerPeriod: 1.5, fairness: 0.25 };
@@ -63,6 +64,9 @@ const note = (s) => process.stderr.write(`[throughput] ${s}\n`);
 const USAGE = `usage: node bench/throughput.mjs [--jobs 200,500,1000,2000] [--seconds 40] [--warmup 10] [--grace 5]
        [--nodes 4] [--redis 3] [--sides project,bullmq] [--bullmq-version 6.7.0] [--bullmq-workers 4]
        [--bullmq-concurrency 1000] [--log-level info] [--node-args "--cpu-prof ..."] [--no-build | --package DIR] [--keep] [--json-out FILE]
+       [--profile DIR]   project side: each node writes a CPU profile (--cpu-prof, from its start to its stop)
+                         and a heap snapshot at the end of the window into DIR/<jobs>/, and the top frames
+                         by self time are printed (bench/profile-top.mjs reads them again)
        [--then-jobs M]   project side: after the window, keep M of the jobs (the other files removed, SIGHUP to
                          every node), and measure a second window at M jobs: the recovery from an overload`;
 
@@ -89,6 +93,7 @@ function parseOptions(argv) {
       keep: { type: 'boolean', default: false },
       'json-out': { type: 'string' },
       'then-jobs': { type: 'string' },
+      profile: { type: 'string' },
       help: { type: 'boolean', short: 'h', default: false },
     },
   });
@@ -116,7 +121,50 @@ function parseOptions(argv) {
     nodeArgs: values['node-args'].split(' ').filter(Boolean),
     logLevel: values['log-level'], packageDir: values.package, build: !values['no-build'], keep: values.keep, jsonOut: values['json-out'],
     thenJobs: values['then-jobs'] === undefined ? null : int('then-jobs'),
+    profile: values.profile ?? null,
   };
+}
+
+// ----------------------------------------------------------------------------- profiles (--profile)
+
+/** SIGUSR2 to every node, one at a time (a snapshot holds its node for a while), each awaited until its file is whole. */
+async function heapSnapshots(nodes, dir) {
+  for (const node of nodes) {
+    const before = new Set(readdirSync(dir));
+    process.kill(node.pid, 'SIGUSR2');
+    const deadline = Date.now() + 120_000;
+    let file = null;
+    let size = -1;
+    while (Date.now() < deadline) {
+      await sleep(500);
+      file ??= readdirSync(dir).find((f) => f.endsWith('.heapsnapshot') && !before.has(f)) ?? null;
+      if (!file) continue;
+      const now = statSync(join(dir, file)).size;
+      if (now > 0 && now === size) break;
+      size = now;
+    }
+    if (file) renameSync(join(dir, file), join(dir, `${node.nodeId}.heapsnapshot`));
+    note(file ? `heap snapshot of ${node.nodeId}: ${(size / 2 ** 20).toFixed(0)} MiB file` : `heap snapshot of ${node.nodeId}: none written within 120 s`);
+  }
+}
+
+/** The top frames of each node's CPU profile, and of all of them together. */
+function printProfiles(dir, nodes, n) {
+  const byPid = new Map(nodes.map((node) => [String(node.pid), node.nodeId]));
+  const results = [];
+  for (const f of readdirSync(dir).filter((x) => x.endsWith('.cpuprofile'))) {
+    // Node names the file CPU.<date>.<time>.<pid>.<tid>.<seq>.cpuprofile.
+    const nodeId = byPid.get(f.split('.')[3]) ?? f;
+    const named = join(dir, `${nodeId}.cpuprofile`);
+    if (!f.startsWith(nodeId)) renameSync(join(dir, f), named);
+    results.push({ nodeId, ...topFrames(JSON.parse(readFileSync(named, 'utf8'))) });
+  }
+  if (results.length === 0) {
+    note(`no CPU profile in ${dir} (a node that did not exit cleanly writes none)`);
+    return;
+  }
+  out(formatTop(`CPU profile, ${n} jobs, all ${results.length} nodes (${dir})`, mergeTop(results), 20));
+  out();
 }
 
 // ----------------------------------------------------------------------------- shared measuring
@@ -382,11 +430,20 @@ async function runProjectRound(env, n) {
     for (const name of names) writeFileSync(join(jobsDir, `${name}.mjs`), projectJobSource(name));
     note(`project, ${n} jobs: database ${db.db}, Redis ${redis.map((s) => s.port).join(', ')}, files in ${dir}`);
 
+    // --profile: V8 writes the CPU profile when the node exits (a SIGTERM stop), the heap snapshot on SIGUSR2.
+    const profileDir = opts.profile ? join(opts.profile, String(n)) : null;
+    if (profileDir) mkdirSync(profileDir, { recursive: true });
+    const profileArgs = profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`, '--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${profileDir}`] : [];
     const nodes = startSchedulerNodes({
-      db, redisUrls: redis.map((s) => s.url), jobsDir, cwd: dir, outDir, prefix: `cron-tput-${tag}:`, logLevel: opts.logLevel, bin: pkg.bin, nodeArgs: opts.nodeArgs,
+      db, redisUrls: redis.map((s) => s.url), jobsDir, cwd: dir, outDir, prefix: `cron-tput-${tag}:`, logLevel: opts.logLevel, bin: pkg.bin, nodeArgs: [...opts.nodeArgs, ...profileArgs],
       env: (nodeId) => ({ BENCH_RUNS_OUT: join(outDir, `${nodeId}.runs.jsonl`) }),
     });
-    const stopNodes = () => Promise.all(nodes.map((node) => node.stop()));
+    const stopNodes = async () => {
+      if (profileDir) await heapSnapshots(nodes, profileDir);
+      const exits = await Promise.all(nodes.map((node) => node.stop()));
+      if (profileDir) printProfiles(profileDir, nodes, n);
+      return exits;
+    };
     local.push(stopNodes);
     const redisClients = redis.map((s) => new Redis(s.port, '127.0.0.1', { enableReadyCheck: false, maxRetriesPerRequest: 1 }));
     local.push(() => redisClients.forEach((c) => c.disconnect()));
