@@ -47,6 +47,8 @@ export interface BackfillStore {
   /**
    * Claims up to `max` periods for `nodeId`, in order, keeping the backfill's live claims (claimed,
    * lease not run out) at most its concurrency, cluster-wide: one transaction that locks the backfill's row.
+   * A period taken for the first time gets its base attempt in it (the period's last attempt in the
+   * runs table, 0 if none).
    */
   claim(id: string, nodeId: string, leaseMs: number, max: number): Promise<BackfillPeriod[]>;
   /** Extends the leases of these periods while `nodeId` holds them. */

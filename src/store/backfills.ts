@@ -118,8 +118,8 @@ export class KnexBackfillStore implements BackfillStore {
   async claim(id: string, nodeId: string, leaseMs: number, max: number): Promise<BackfillPeriod[]> {
     const nowMs = this.db.dialect.nowMs;
     return this.db.transaction('claim backfill periods', async (trx) => {
-      const lockRow = trx(BACKFILLS_TABLE).select('status', 'concurrency').where({ id });
-      const b = (await (this.db.kind === 'sqlite' ? lockRow : lockRow.forUpdate()).first()) as Pick<Row, 'status' | 'concurrency'> | undefined;
+      const lockRow = trx(BACKFILLS_TABLE).select('status', 'concurrency', 'job').where({ id });
+      const b = (await (this.db.kind === 'sqlite' ? lockRow : lockRow.forUpdate()).first()) as Pick<Row, 'status' | 'concurrency' | 'job'> | undefined;
       if (!b || b.status !== 'running') return [];
       const [{ n } = { n: 0 }] = (await trx(BACKFILL_PERIODS_TABLE).count({ n: '*' }).where({ backfill_id: id, state: 'claimed' }).andWhereRaw(`lease_until > ${nowMs}`)) as Array<{ n: number | string }>;
       const free = Math.min(max, Number(b.concurrency) - Number(n));
@@ -133,6 +133,22 @@ export class KnexBackfillStore implements BackfillStore {
       const taken = [...lapsed, ...pending];
       if (taken.length === 0) return [];
       await trx(BACKFILL_PERIODS_TABLE).where({ backfill_id: id }).whereIn('idx', taken.map((t) => t.idx)).update({ state: 'claimed', node_id: nodeId, lease_until: this.db.nowPlus(leaseMs) });
+      // A period taken for the first time gets its base here (its last attempt before the backfill,
+      // 0 if none): one read of the runs and one write per distinct base, inside the claim, instead
+      // of two statements per period after it (setBase).
+      const fresh = taken.filter((t) => t.base_attempt === null);
+      if (fresh.length > 0) {
+        const last = (await trx(RUNS_TABLE).select('scheduled_at').max({ attempt: 'attempt' }).where({ job: b.job, shard: 0 })
+          .whereIn('scheduled_at', fresh.map((t) => Number(t.scheduled_at))).groupBy('scheduled_at')) as Array<{ scheduled_at: number | string; attempt: number | string }>;
+        const lastAt = new Map(last.map((r) => [Number(r.scheduled_at), Number(r.attempt)]));
+        const byBase = new Map<number, number[]>();
+        for (const t of fresh) {
+          const base = lastAt.get(Number(t.scheduled_at)) ?? 0;
+          t.base_attempt = base;
+          byBase.set(base, [...(byBase.get(base) ?? []), Number(t.idx)]);
+        }
+        for (const [base, idx] of byBase) await trx(BACKFILL_PERIODS_TABLE).where({ backfill_id: id }).whereIn('idx', idx).whereNull('base_attempt').update({ base_attempt: base });
+      }
       return taken.map((t) => ({ backfillId: id, idx: Number(t.idx), scheduledAt: new Date(Number(t.scheduled_at)), baseAttempt: t.base_attempt === null ? null : Number(t.base_attempt) }));
     });
   }

@@ -2,13 +2,14 @@
  * BackfillStore conformance: backfills and their periods on every backend, on real servers (SQLite
  * on a temp file, MariaDB and PostgreSQL on a fresh database each). Create writes the periods in
  * order (100,000 of them in chunks); claims from many connections at once never hold more than the
- * backfill's concurrency live; a claim whose lease ran out is taken over; the base attempt is set
- * once; pause stops claims, cancel marks the pending periods; completeIfDone ends a backfill only
+ * backfill's concurrency live; a claim whose lease ran out is taken over; the first claim of a period
+ * sets its base attempt (its last attempt in the runs table, 0 if none), once; pause stops claims, cancel marks the pending periods; completeIfDone ends a backfill only
  * when nothing is pending or claimed; prune deletes ended ones with their periods.
  */
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KnexBackfillStore } from '../../src/store/backfills.js';
+import { KnexRunStore } from '../../src/store/runs.js';
 import { Database } from '../../src/store/database.js';
 import { BACKFILL_PERIODS_TABLE } from '../../src/store/migrations.js';
 import { storeBackends, type StoreBackend } from '../helpers/databases.js';
@@ -44,7 +45,7 @@ for (const backend of storeBackends('cron_backfills')) {
       expect(b).toMatchObject({ job: 'big', status: 'running', total: 100_000, concurrency: 8, force: false, createdBy: 'alice@web-1', endedAt: null });
       expect(b.counts).toEqual({ pending: 100_000, claimed: 0, succeeded: 0, failed: 0, skipped: 0, cancelled: 0 });
       const [first] = await store.claim(b.id, 'n1', 10_000, 1);
-      expect(first).toEqual({ backfillId: b.id, idx: 0, scheduledAt: new Date(Date.UTC(2026, 0, 1)), baseAttempt: null });
+      expect(first).toEqual({ backfillId: b.id, idx: 0, scheduledAt: new Date(Date.UTC(2026, 0, 1)), baseAttempt: 0 });
       expect((await store.list({ job: 'big' }))[0]!.counts.claimed).toBe(1);
       expect(await store.setStatus(b.id, ['running', 'paused'], 'cancelled')).toBe(true);
       expect((await store.get(b.id))!.counts).toMatchObject({ cancelled: 99_999, claimed: 1 });
@@ -76,16 +77,29 @@ for (const backend of storeBackends('cron_backfills')) {
       expect(await store.claim(d.id, 'n2', 500, 1)).toEqual([]);
     });
 
-    it('setBase sets the base attempt once; a period given back is not taken before its delay', async () => {
-      const b = await create(3, 3);
-      const [p] = await store.claim(b.id, 'n1', 60_000, 1);
-      expect(await store.setBase(b.id, p!.idx, 2)).toBe(2);
-      expect(await store.setBase(b.id, p!.idx, 5)).toBe(2);
+    it('the first claim of a period sets its base (its last attempt, 0 if none), kept when taken again; a period given back is not taken before its delay', async () => {
+      const b = await create(3, 3, 'based');
+      // The second period already has attempts 1 and 2 (the schedule ran it, then a retry).
+      const runs = await KnexRunStore.open(fresh.config);
+      const at = minutes(3)[1]!;
+      for (const attempt of [1, 2]) {
+        const r = await runs.insertRun({ job: 'based', scheduledAt: at, periodKey: `based@${at.toISOString()}`, attempt, trigger: 'schedule', nodeId: 'n0', leaseMs: 60_000 });
+        if (r.outcome !== 'inserted') throw new Error(`setup: attempt ${attempt} not inserted`);
+        await runs.finishRun(r.run.id, 'n0', { status: 'failed', error: 'x' });
+      }
+      await runs.close();
+      const claimed = await store.claim(b.id, 'n1', 60_000, 2);
+      expect(claimed.map((q) => [q.idx, q.baseAttempt])).toEqual([[0, 0], [1, 2]]);
+      expect(await store.setBase(b.id, 1, 5)).toBe(2);
+      await store.release('n1', [claimed[1]!], 0);
+      expect((await store.claim(b.id, 'n2', 60_000, 1)).map((q) => [q.idx, q.baseAttempt])).toEqual([[1, 2]]);
+      const c = await create(3, 3);
+      const [p] = await store.claim(c.id, 'n1', 60_000, 1);
       await store.release('n1', [p!], 60_000);
-      const next = await store.claim(b.id, 'n2', 60_000, 3);
+      const next = await store.claim(c.id, 'n2', 60_000, 3);
       expect(next.map((q) => q.idx)).toEqual([1, 2]);
       await store.release('n2', next, 0);
-      expect((await store.claim(b.id, 'n3', 60_000, 3)).map((q) => q.idx)).toEqual([1, 2]);
+      expect((await store.claim(c.id, 'n3', 60_000, 3)).map((q) => q.idx)).toEqual([1, 2]);
     });
 
     it('pause stops claims, resume lets them on; completeIfDone only once nothing is pending or claimed; prune', async () => {
