@@ -2,10 +2,12 @@
 /**
  * The top frames of V8 CPU profiles (`.cpuprofile`, as `node --cpu-prof` writes them), by self time.
  *
- *   node bench/profile-top.mjs FILE_OR_DIR... [--top 15] [--json]
+ *   node bench/profile-top.mjs FILE_OR_DIR... [--top 15] [--exclude NAME]... [--json]
  *
  * Each file's samples are summed per frame (function name, file and line); a folder stands for the
- * `.cpuprofile` files in it, each reported apart, then all together. Self time is the time a sample
+ * `.cpuprofile` files in it, each reported apart, then all together. `--exclude NAME` leaves out the
+ * samples taken in a frame of that name (`throughput.mjs --profile` leaves out `writeHeapSnapshot`,
+ * its own snapshot after the window). Self time is the time a sample
  * was taken in the frame itself; "(idle)" and "(program)" are V8's, the rest is JavaScript or native
  * code called from it ("(garbage collector)" is the collector). `bench/throughput.mjs --profile DIR`
  * writes the profiles and prints this summary.
@@ -15,7 +17,8 @@ import { basename, join, relative } from 'node:path';
 import { parseArgs } from 'node:util';
 
 /** Self time per frame of one profile: [{ frame, ms, share }] sorted by ms, and the profile's span. */
-export function topFrames(profile) {
+export function topFrames(profile, { exclude = [] } = {}) {
+  const skip = new Set(exclude);
   const byId = new Map(profile.nodes.map((n) => [n.id, n]));
   const self = new Map();
   const deltas = profile.timeDeltas ?? [];
@@ -23,6 +26,7 @@ export function topFrames(profile) {
     const node = byId.get(profile.samples[i]);
     if (!node) continue;
     const f = node.callFrame;
+    if (skip.has(f.functionName)) continue;
     const where = f.url ? `${shortUrl(f.url)}:${f.lineNumber + 1}` : '';
     const key = `${f.functionName || '(anonymous)'}${where ? ` ${where}` : ''}`;
     // A sample's weight is the time to the next one (the last sample weighs the mean).
@@ -71,13 +75,13 @@ export function profileFiles(paths) {
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {
-  const { values, positionals } = parseArgs({ allowPositionals: true, options: { top: { type: 'string', default: '15' }, json: { type: 'boolean', default: false }, help: { type: 'boolean', short: 'h' } } });
+  const { values, positionals } = parseArgs({ allowPositionals: true, options: { top: { type: 'string', default: '15' }, exclude: { type: 'string', multiple: true, default: [] }, json: { type: 'boolean', default: false }, help: { type: 'boolean', short: 'h' } } });
   if (values.help || positionals.length === 0) {
-    process.stdout.write('usage: node bench/profile-top.mjs FILE_OR_DIR... [--top 15] [--json]\n');
+    process.stdout.write('usage: node bench/profile-top.mjs FILE_OR_DIR... [--top 15] [--exclude NAME]... [--json]\n');
     process.exit(positionals.length === 0 && !values.help ? 2 : 0);
   }
   const files = profileFiles(positionals);
-  const results = files.map((f) => ({ file: f, ...topFrames(JSON.parse(readFileSync(f, 'utf8'))) }));
+  const results = files.map((f) => ({ file: f, ...topFrames(JSON.parse(readFileSync(f, 'utf8')), { exclude: values.exclude }) }));
   const top = Number(values.top);
   if (values.json) {
     process.stdout.write(`${JSON.stringify({ files: results.map((r) => ({ ...r, frames: r.frames.slice(0, top) })), all: { ...mergeTop(results), frames: mergeTop(results).frames.slice(0, top) } })}\n`);

@@ -65,8 +65,9 @@ const USAGE = `usage: node bench/throughput.mjs [--jobs 200,500,1000,2000] [--se
        [--nodes 4] [--redis 3] [--sides project,bullmq] [--bullmq-version 6.7.0] [--bullmq-workers 4]
        [--bullmq-concurrency 1000] [--log-level info] [--node-args "--cpu-prof ..."] [--no-build | --package DIR] [--keep] [--json-out FILE]
        [--profile DIR]   project side: each node writes a CPU profile (--cpu-prof, from its start to its stop)
-                         and a heap snapshot at the end of the window into DIR/<jobs>/, and the top frames
-                         by self time are printed (bench/profile-top.mjs reads them again)
+                         and a heap snapshot after the window into DIR/<jobs>/, and the top frames by self
+                         time are printed (bench/profile-top.mjs reads them again); the profiler costs CPU,
+                         so a profiled round's figures are not the unprofiled ones
        [--then-jobs M]   project side: after the window, keep M of the jobs (the other files removed, SIGHUP to
                          every node), and measure a second window at M jobs: the recovery from an overload`;
 
@@ -157,7 +158,8 @@ function printProfiles(dir, nodes, n) {
     const nodeId = byPid.get(f.split('.')[3]) ?? f;
     const named = join(dir, `${nodeId}.cpuprofile`);
     if (!f.startsWith(nodeId)) renameSync(join(dir, f), named);
-    results.push({ nodeId, ...topFrames(JSON.parse(readFileSync(named, 'utf8'))) });
+    // The heap snapshot taken after the window is the profile's own cost, not the node's.
+    results.push({ nodeId, ...topFrames(JSON.parse(readFileSync(named, 'utf8')), { exclude: ['writeHeapSnapshot'] }) });
   }
   if (results.length === 0) {
     note(`no CPU profile in ${dir} (a node that did not exit cleanly writes none)`);
@@ -438,10 +440,14 @@ async function runProjectRound(env, n) {
       db, redisUrls: redis.map((s) => s.url), jobsDir, cwd: dir, outDir, prefix: `cron-tput-${tag}:`, logLevel: opts.logLevel, bin: pkg.bin, nodeArgs: [...opts.nodeArgs, ...profileArgs],
       env: (nodeId) => ({ BENCH_RUNS_OUT: join(outDir, `${nodeId}.runs.jsonl`) }),
     });
+    // Called after the window and again by the clean-up: the profiles are taken the first time only.
+    let profiled = !profileDir;
     const stopNodes = async () => {
-      if (profileDir) await heapSnapshots(nodes, profileDir);
+      const first = !profiled;
+      profiled = true;
+      if (first) await heapSnapshots(nodes, profileDir);
       const exits = await Promise.all(nodes.map((node) => node.stop()));
-      if (profileDir) printProfiles(profileDir, nodes, n);
+      if (first) printProfiles(profileDir, nodes, n);
       return exits;
     };
     local.push(stopNodes);
