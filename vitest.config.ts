@@ -21,11 +21,9 @@ const PAIRED_INTEGRATION = [
  * on the servers (promotions, state transfers) far more than they compute, and judge no lease shorter
  * than the default 30 s, so they run beside another file too. So does `store-outage`: 60 of its 80 s
  * are the cut it proves, and it judges outcomes (succeeded once, abandoned then attempt 2, the
- * caught-up period once), not how soon they came. So does `backfill-kill`: it counts bodies (each
- * of 10,000 periods once, none left out, at most 8 at once) through a SIGKILL whose claims lapse
- * after 15 s, whatever the pace, and takes 60-130 s of store commits.
+ * caught-up period once), not how soon they came.
  */
-const PAIRED_FAULT = ['galera', 'pg-failover', 'pg-async-failover', 'store-outage', 'backfill-kill'].map((name) => `test/fault/${name}.test.ts`);
+const PAIRED_FAULT = ['galera', 'pg-failover', 'pg-async-failover', 'store-outage'].map((name) => `test/fault/${name}.test.ts`);
 
 /**
  * `npm run test:quick` (the unit and contract files alone) sets CRON_TEST_QUICK=1: three files side by
