@@ -353,7 +353,11 @@ export class Reconciler {
       if (count === 0) continue;
       const span = { from: periods[0]!.toISOString(), to: periods[periods.length - 1]!.toISOString() };
       if (reason === 'paused') this.log.info({ job: job.name, paused: count, ...span }, 'periods of a paused job recorded skipped (paused)');
-      if (reason === 'calendar') this.log.info({ job: job.name, calendar: count, ...span }, "periods on dates the job's exclude names recorded skipped (calendar)");
+      if (reason === 'calendar') {
+        // The entries that exclude them, as the tick's line names its one ('calendar:uk-bank-holidays').
+        const by = [...new Set(periods.map((p) => job.exclude?.excludedBy(p, job.timezone) ?? null).filter((e) => e !== null))];
+        this.log.info({ job: job.name, calendar: count, ...span, excludedBy: by.join(', ') }, "periods on dates the job's exclude names recorded skipped (calendar)");
+      }
       if (reason === 'missed') {
         out.missed += count;
         this.missedPeriods += count;
